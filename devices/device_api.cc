@@ -1,0 +1,80 @@
+// The DeviceAPI registry and Event's forwarding to it.
+#include "devices/device_api.h"
+
+#include <array>
+#include <atomic>
+#include <thread>
+
+#include "base/error.h"
+
+namespace weft {
+
+namespace {
+// Indexed by the DeviceType code; written at start-up by backends, read afterwards.
+std::array<std::atomic<DeviceAPI*>, 8>& registry() {
+  static std::array<std::atomic<DeviceAPI*>, 8> apis{};
+  return apis;
+}
+}  // namespace
+
+DeviceAPI* cpu_device_api();  // cpu_device_api.cc
+
+void register_device_api(DeviceType type, DeviceAPI* api) {
+  auto code = static_cast<size_t>(type);
+  WEFT_ICHECK(code < registry().size()) << "device type code " << code << " out of range";
+  registry()[code].store(api, std::memory_order_release);
+}
+
+DeviceAPI* DeviceAPI::try_get(DeviceType type) {
+  if (type == DeviceType::kCPU) return cpu_device_api();
+  auto code = static_cast<size_t>(type);
+  if (code >= registry().size()) return nullptr;
+  return registry()[code].load(std::memory_order_acquire);
+}
+
+DeviceAPI* DeviceAPI::get(DeviceType type) {
+  DeviceAPI* api = try_get(type);
+  if (api == nullptr) {
+    WEFT_THROW(NotImplemented) << "no device API for '" << device_type_name(type)
+                               << "' in this build (CUDA support is not compiled in or has no "
+                                  "device backend registered)";
+  }
+  return api;
+}
+
+int cpu_core_count() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (api_ != nullptr && handle_ != nullptr) api_->destroy_event(device_, handle_);
+    device_ = other.device_;
+    handle_ = other.handle_;
+    api_ = other.api_;
+    other.handle_ = nullptr;
+    other.api_ = nullptr;
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (api_ != nullptr && handle_ != nullptr) api_->destroy_event(device_, handle_);
+}
+
+void Event::record(const Stream& stream) {
+  if (api_ != nullptr) api_->record_event(handle_, stream);
+}
+
+bool Event::query() const { return api_ == nullptr || api_->query_event(device_, handle_); }
+
+void Event::synchronize() const {
+  if (api_ != nullptr) api_->synchronize_event(device_, handle_);
+}
+
+void Event::block(const Stream& stream) const {
+  if (api_ != nullptr) api_->stream_wait_event(stream, handle_);
+}
+
+}  // namespace weft

@@ -1,0 +1,102 @@
+// DeviceAPI: the one interface per device type through which weft talks to a vendor runtime
+// (device count, attributes, streams and events).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "devices/device.h"
+
+namespace weft {
+
+/// Device attributes a DeviceAPI can be asked about.
+enum class DeviceAttribute {
+  kExists,           ///< 1 when the device is present
+  kComputeUnits,     ///< CPU: hardware threads; CUDA: streaming multiprocessors
+  kTotalMemory,      ///< bytes of memory the device has (CPU: physical RAM)
+};
+
+class DeviceAPI;
+
+/// A stream of work on a device: work submitted to one stream runs in order. A value: copying
+/// it copies the handle, not the stream. The CPU has a single, trivially ordered stream whose
+/// handle is null. Thread-safe to copy.
+struct Stream {
+  Device device;
+  void* handle = nullptr;  ///< vendor handle (cudaStream_t); null for the CPU and default streams
+};
+
+/// A point in a stream's work. Recorded on a stream; another stream can wait on it, and it can be
+/// queried for completion. The CPU's events are complete as soon as they are recorded.
+class Event {
+ public:
+  Event() = default;
+  Event(Device device, void* handle, DeviceAPI* api) : device_(device), handle_(handle), api_(api) {}
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept { *this = std::move(other); }
+  Event& operator=(Event&& other) noexcept;
+  ~Event();
+
+  /// Marks the current end of `stream`'s work. Call from one thread at a time.
+  void record(const Stream& stream);
+  /// Whether all work before the last record() has completed. Thread-safe.
+  bool query() const;
+  /// Blocks the calling thread until query() is true.
+  void synchronize() const;
+  /// Makes `stream` wait (on the device, not the host) until this event completes.
+  void block(const Stream& stream) const;
+
+  Device device() const { return device_; }
+  void* handle() const { return handle_; }
+
+ private:
+  Device device_;
+  void* handle_ = nullptr;
+  DeviceAPI* api_ = nullptr;
+};
+
+/// Per-device-type access to the vendor runtime. Implementations are stateless singletons and
+/// thread-safe. CPU is always available; CUDA is registered when weft is built with CUDA support.
+class DeviceAPI {
+ public:
+  virtual ~DeviceAPI() = default;
+
+  /// The API for a device type. Throws NotImplemented naming the type when this build has none
+  /// (e.g. CUDA in a CPU-only build).
+  static DeviceAPI* get(DeviceType type);
+  /// Like get(), but returns null instead of throwing.
+  static DeviceAPI* try_get(DeviceType type);
+
+  /// Number of devices of this type present (CPU: 1).
+  virtual int device_count() = 0;
+  /// Queries an attribute; 0 when unknown.
+  virtual int64_t attribute(Device device, DeviceAttribute attribute) = 0;
+
+  /// Creates a new stream on `device` (CPU: the single null stream).
+  virtual Stream create_stream(Device device) = 0;
+  /// Destroys a stream returned by create_stream.
+  virtual void destroy_stream(const Stream& stream) = 0;
+  /// Blocks the calling thread until all work on `stream` has finished.
+  virtual void synchronize(const Stream& stream) = 0;
+
+  /// Creates an event on `device`.
+  virtual Event create_event(Device device) = 0;
+
+ protected:
+  friend class Event;
+  virtual void destroy_event(Device device, void* handle) = 0;
+  virtual void record_event(void* handle, const Stream& stream) = 0;
+  virtual bool query_event(Device device, void* handle) = 0;
+  virtual void synchronize_event(Device device, void* handle) = 0;
+  virtual void stream_wait_event(const Stream& stream, void* handle) = 0;
+};
+
+/// Registers the API for a device type (used by optional backends such as CUDA at start-up).
+/// Thread-safe; the API must live for the rest of the process.
+void register_device_api(DeviceType type, DeviceAPI* api);
+
+/// Number of hardware threads of this machine (at least 1).
+int cpu_core_count();
+
+}  // namespace weft

@@ -1,0 +1,159 @@
+// Thread-caching object pool for the engine's hot-path objects (operation blocks, variables).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WEFT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEFT_ASAN 1
+#endif
+#endif
+#ifdef WEFT_ASAN
+#include <sanitizer/asan_interface.h>
+#define WEFT_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define WEFT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define WEFT_POISON(p, n) ((void)(p), (void)(n))
+#define WEFT_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace weft::detail {
+
+// Note [Object pool ownership]
+// Each thread allocates from its own cache without atomics. An object freed by the thread that
+// owns its cache goes straight back to the local free list; one freed by another thread (an
+// operation pushed by the caller and completed by a worker) is pushed onto the owner's
+// lock-free "remote" stack with one CAS, and the owner takes the whole stack back with one
+// exchange when its local list runs dry. Taking the whole stack avoids ABA. Caches are never
+// destroyed: when a thread exits its cache is parked and the next new thread adopts it, so
+// memory stays bounded however many engines (and worker threads) come and go. Freed objects are
+// poisoned for AddressSanitizer so a use after free through the pool is still reported.
+template <typename T>
+class ObjectPool {
+ public:
+  template <typename... Args>
+  static T* create(Args&&... args) {
+    Slot* slot = local().pop();
+    WEFT_UNPOISON(slot->storage, sizeof(T));
+    return ::new (static_cast<void*>(slot->storage)) T(std::forward<Args>(args)...);
+  }
+
+  static void destroy(T* object) {
+    object->~T();
+    Slot* slot = reinterpret_cast<Slot*>(reinterpret_cast<unsigned char*>(object) -
+                                         offsetof(Slot, storage));
+    WEFT_POISON(slot->storage, sizeof(T));
+    Cache* owner = slot->owner;
+    Cache* mine = tls_cache_;
+    if (owner == mine) {
+      slot->next = owner->local_free;
+      owner->local_free = slot;
+    } else {
+      Slot* head = owner->remote_free.load(std::memory_order_relaxed);
+      do {
+        slot->next = head;
+        // release: the owner's acquire exchange sees our writes to the slot (and, through the
+        // engine's own ordering, everything the object's last user did).
+      } while (!owner->remote_free.compare_exchange_weak(head, slot, std::memory_order_release,
+                                                         std::memory_order_relaxed));
+    }
+  }
+
+ private:
+  struct Cache;
+  struct Slot {
+    Cache* owner;
+    Slot* next;
+    alignas(alignof(T) > alignof(std::max_align_t) ? alignof(T) : alignof(std::max_align_t))
+        unsigned char storage[sizeof(T)];
+  };
+
+  struct Cache {
+    Slot* local_free = nullptr;
+    std::atomic<Slot*> remote_free{nullptr};
+    size_t next_chunk = 64;
+
+    Slot* pop() {
+      if (local_free == nullptr) {
+        // acquire: pairs with the release CAS of remote frees.
+        local_free = remote_free.exchange(nullptr, std::memory_order_acquire);
+        if (local_free == nullptr) grow();
+      }
+      Slot* slot = local_free;
+      local_free = slot->next;
+      return slot;
+    }
+
+    void grow() {
+      size_t count = next_chunk;
+      if (next_chunk < 16384) next_chunk *= 2;
+      // Chunks are never freed (see the note above); they stay reachable from the cache, which
+      // is reachable from the leaked registry.
+      Slot* chunk = static_cast<Slot*>(::operator new(count * sizeof(Slot), std::align_val_t(alignof(Slot))));
+      for (size_t i = 0; i < count; ++i) {
+        Slot* slot = &chunk[i];
+        slot->owner = this;
+        slot->next = local_free;
+        WEFT_POISON(slot->storage, sizeof(T));
+        local_free = slot;
+      }
+      chunks.push_back(chunk);
+    }
+    std::vector<Slot*> chunks;
+  };
+
+  struct Registry {
+    std::mutex mutex;
+    std::vector<Cache*> parked;
+  };
+  static Registry& registry() {
+    static Registry* registry = new Registry();  // leaked: outlives every thread's cache
+    return *registry;
+  }
+
+  // Parks the thread's cache at thread exit.
+  struct Holder {
+    Cache* cache = nullptr;
+    ~Holder() {
+      if (cache == nullptr) return;
+      tls_cache_ = nullptr;
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.parked.push_back(cache);
+    }
+  };
+
+  static Cache& local() {
+    if (tls_cache_ != nullptr) return *tls_cache_;
+    return adopt();
+  }
+
+  static Cache& adopt() {
+    thread_local Holder holder;
+    Cache* cache = nullptr;
+    {
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      if (!r.parked.empty()) {
+        cache = r.parked.back();
+        r.parked.pop_back();
+      }
+    }
+    if (cache == nullptr) cache = new Cache();
+    holder.cache = cache;
+    tls_cache_ = cache;
+    return *cache;
+  }
+
+  static inline thread_local Cache* tls_cache_ = nullptr;
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,254 @@
+// The synchronous engine.
+#include "engine/sync_engine.h"
+
+#include <condition_variable>
+#include <cstdio>
+
+#include "base/profiler.h"
+#include "engine/object_pool.h"
+
+namespace weft {
+
+using detail::ObjectPool;
+using detail::OpKind;
+using detail::OprBlock;
+
+SyncEngine::SyncEngine(const EngineConfig& config) : config_(config) {
+  if (!config_.profile_path.empty()) Profiler::global().start();
+}
+
+SyncEngine::~SyncEngine() {
+  failures_.report_unobserved("sync");
+  if (!config_.profile_path.empty()) {
+    try {
+      Profiler::global().write_chrome_trace(config_.profile_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "weft: %s\n", e.what());
+    }
+  }
+}
+
+VarHandle SyncEngine::new_var() {
+  Var* var = ObjectPool<Var>::create();
+  var->owner = this;
+  vars_created_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  return var;
+}
+
+void SyncEngine::push_sync(SyncFn fn, Device device, VarList reads, VarList writes,
+                           FnProperty property, int priority, std::string_view name) {
+  WEFT_CHECK(static_cast<bool>(fn)) << "push_sync of '" << name << "': empty function";
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->set_body(std::move(fn));
+  op->device = device;
+  op->property = property;
+  op->priority = priority;
+  push_block(op, reads, writes, name);
+}
+
+void SyncEngine::push_async(AsyncFn fn, Device device, VarList reads, VarList writes,
+                            FnProperty property, int priority, std::string_view name) {
+  WEFT_CHECK(static_cast<bool>(fn)) << "push_async of '" << name << "': empty function";
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->set_body(std::move(fn));
+  op->device = device;
+  op->property = property;
+  op->priority = priority;
+  push_block(op, reads, writes, name);
+}
+
+void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::string_view name) {
+  try {
+    detail::build_slots(op, reads, writes, name);
+  } catch (...) {
+    ObjectPool<OprBlock>::destroy(op);
+    throw;
+  }
+  if (!name.empty()) op->name = detail::OpName(name);
+  if (op->device.type == DeviceType::kCUDA) {
+    ObjectPool<OprBlock>::destroy(op);
+    WEFT_THROW(NotImplemented) << "no worker pool for device 'cuda:" << op->device.id
+                               << "': the synchronous engine runs CPU work only in this build";
+  }
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (uint32_t i = 0; i < op->num_slots; ++i) {
+    const Var* var = op->slots[i].var;
+    const char* problem = var->deleted ? "was deleted (delete_var) before this push"
+                          : var->owner != this ? "belongs to another engine"
+                                               : nullptr;
+    if (problem != nullptr) {
+      std::string op_name = op->name.str();
+      ObjectPool<OprBlock>::destroy(op);
+      WEFT_THROW(ValueError) << "push of operation '" << op_name << "': variable "
+                             << static_cast<const void*>(var) << " " << problem;
+    }
+    if (op->kind == OpKind::kDeleteVar) op->slots[i].var->deleted = true;
+  }
+  if (Profiler::global().enabled()) {
+    op->profile_id = Profiler::global().next_op_id();
+    op->queued_ns = Profiler::now_ns();
+  }
+  pending_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  queue_.push_back(op);
+  if (!running_) run_queued();
+}
+
+void SyncEngine::run_queued() {
+  running_ = true;
+  while (!queue_.empty()) {
+    OprBlock* op = queue_.front();
+    queue_.pop_front();
+    try {
+      execute(op);
+    } catch (...) {
+      running_ = false;
+      throw;
+    }
+  }
+  running_ = false;
+}
+
+namespace {
+struct AsyncWait {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+}  // namespace
+
+void SyncEngine::complete_async(void* state, void*, std::exception_ptr error) {
+  auto* wait = static_cast<AsyncWait*>(state);
+  std::lock_guard<std::mutex> lock(wait->mutex);
+  wait->error = std::move(error);
+  wait->done = true;
+  wait->done_cv.notify_all();
+}
+
+void SyncEngine::execute(OprBlock* op) {
+  if (op->kind == OpKind::kUser) {
+    for (uint32_t i = 0; i < op->num_slots; ++i) {
+      Var* var = op->slots[i].var;
+      if (var->has_error()) {
+        op->inherited = var->error;
+        break;
+      }
+    }
+  }
+  const bool profiled = op->profile_id != 0;
+  if (profiled) {
+    op->start_ns = op->ready_ns = Profiler::now_ns();
+    op->start_lane = Profiler::global().thread_lane();
+  }
+  std::exception_ptr error;
+  if (!op->inherited && op->has_body) {
+    detail::OperationScope scope;
+    RunContext context{op->device, Stream{op->device, nullptr}, -1};
+    if (op->async) {
+      AsyncWait wait;
+      try {
+        op->body.async(context, CallbackOnComplete(&SyncEngine::complete_async, &wait, op));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(wait.mutex);
+        wait.error = std::current_exception();
+        wait.done = true;
+      }
+      std::unique_lock<std::mutex> lock(wait.mutex);
+      wait.done_cv.wait(lock, [&] { return wait.done; });
+      error = wait.error;
+    } else {
+      try {
+        op->body.sync(context);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+  }
+  op->reset_body();
+  std::shared_ptr<detail::ErrorSlot> error_slot;
+  if (error) {
+    error_slot = failures_.record_failure(std::move(error), op->name);
+  } else if (op->inherited) {
+    error_slot = op->inherited;
+    failures_.record_skip();
+  }
+  const bool user = op->kind == OpKind::kUser;
+  for (uint32_t i = 0; i < op->num_slots; ++i) {
+    if (!op->slots[i].write) continue;
+    Var* var = op->slots[i].var;
+    if (user && error_slot) var->error = error_slot;
+    // relaxed: the engine mutex orders every access.
+    if (user && !error_slot) var->version.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (profiled) {
+    OpTraceRecord record;
+    record.id = op->profile_id;
+    record.name = op->name.str();
+    record.device = to_string(op->device);
+    record.lane = op->start_lane;
+    record.queued_ns = op->queued_ns;
+    record.ready_ns = op->ready_ns;
+    record.start_ns = op->start_ns;
+    record.end_ns = Profiler::now_ns();
+    record.skipped = static_cast<bool>(op->inherited);
+    record.failed = error_slot && !op->inherited;
+    Profiler::global().record_op(std::move(record));
+  }
+  if (op->kind == OpKind::kDeleteVar) {
+    ObjectPool<Var>::destroy(op->slots[0].var);
+    vars_destroyed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  }
+  ObjectPool<OprBlock>::destroy(op);
+  completed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void SyncEngine::delete_var(VarHandle var) {
+  WEFT_CHECK(var != nullptr) << "delete_var: null variable";
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->kind = OpKind::kDeleteVar;
+  push_block(op, {}, {var}, "delete_var");
+}
+
+void SyncEngine::wait_for_var(VarHandle var) {
+  detail::check_not_inside_operation("wait_for_var");
+  WEFT_CHECK(var != nullptr) << "wait_for_var: null variable";
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  WEFT_CHECK(!var->deleted) << "wait_for_var: variable " << static_cast<const void*>(var)
+                            << " was deleted (delete_var)";
+  WEFT_CHECK(var->owner == this) << "wait_for_var: variable " << static_cast<const void*>(var)
+                                 << " belongs to another engine";
+  std::exception_ptr error;
+  if (var->has_error()) {
+    error = var->error->error;
+    var->error->delivered.store(true, std::memory_order_release);
+  }
+  var->error.reset();
+  if (error) std::rethrow_exception(error);
+}
+
+void SyncEngine::wait_for_all() {
+  detail::check_not_inside_operation("wait_for_all");
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);  // let a concurrent push finish
+  }
+  failures_.throw_and_clear();
+}
+
+uint64_t SyncEngine::var_version(VarHandle var) const {
+  WEFT_CHECK(var != nullptr) << "var_version: null variable";
+  return var->version.load(std::memory_order_acquire);
+}
+
+EngineStats SyncEngine::stats() const {
+  EngineStats stats;
+  stats.pending_ops = pending_.load(std::memory_order_relaxed);
+  stats.completed_ops = completed_.load(std::memory_order_relaxed);
+  stats.failed_ops = failures_.failed_total();
+  stats.skipped_ops = failures_.skipped_total();
+  stats.live_vars = vars_created_.load(std::memory_order_relaxed) -
+                    vars_destroyed_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+}  // namespace weft

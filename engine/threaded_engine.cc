@@ -1,0 +1,508 @@
+// The threaded dependency engine.
+#include "engine/threaded_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <exception>
+
+#include "base/profiler.h"
+#include "engine/object_pool.h"
+
+namespace weft {
+
+using detail::ObjectPool;
+using detail::OpKind;
+using detail::OprBlock;
+using detail::VarSlot;
+
+// Note [Push guard]
+// An operation's `wait` starts at (number of variable slots + 1). Each granted slot takes one
+// off; the pusher takes the extra one off after appending to every variable. So the operation
+// cannot become ready, run and be freed while push is still appending it, however fast workers
+// release the variables it waits on.
+//
+// Note [Two-phase append]
+// An operation is appended to all its variables while holding all their locks, taken in address
+// order. Appending one variable at a time would let two concurrent pushes of operations that both
+// write x and y interleave as (A on x, B on x, B on y, A on y): A would wait for B on y and B for A
+// on x, a deadlock. Holding every lock makes each push atomic with respect to the others, so the
+// per-variable queues agree on one order of operations.
+//
+// Note [Var error ordering]
+// Var::error is written only by an operation that holds the variable exclusively (a failed
+// writer at completion, before it releases the variable; a wait_for_var operation), and read by
+// operations when they start. The variable's queue orders these: every reader was granted after
+// the writer released (under the variable's lock), so no access races.
+
+namespace {
+// Operations dispatched with FnProperty::kAsync run on the thread that makes them ready. Chains
+// of such operations would otherwise recurse without bound; past this depth they go to a pool.
+constexpr int kMaxInlineAsyncDepth = 16;
+thread_local int t_async_depth = 0;
+}  // namespace
+
+/// Operations made ready by one completion; a few inline, more on the heap.
+class ThreadedEngine::ReadyList {
+ public:
+  void add(OprBlock* op) {
+    if (size_ < kInline) {
+      inline_[size_] = op;
+    } else {
+      overflow_.push_back(op);
+    }
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  OprBlock* operator[](size_t i) const { return i < kInline ? inline_[i] : overflow_[i - kInline]; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  OprBlock* inline_[kInline];
+  std::vector<OprBlock*> overflow_;
+  size_t size_ = 0;
+};
+
+namespace {
+inline void grant(VarSlot* slot, auto& ready) {
+  OprBlock* op = slot->op;
+  // acq_rel: the decrement that reaches zero acquires every earlier release of the operation's
+  // dependencies, so the runner sees what the previous writers wrote. The slot (and op) must not
+  // be touched after a decrement that did not reach zero: another thread may run and free it.
+  if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) ready.add(op);
+}
+
+inline void enqueue(Var* var, VarSlot* slot) {
+  slot->next = nullptr;
+  if (var->tail != nullptr) {
+    var->tail->next = slot;
+  } else {
+    var->head = slot;
+  }
+  var->tail = slot;
+}
+
+inline VarSlot* dequeue(Var* var) {
+  VarSlot* slot = var->head;
+  var->head = slot->next;
+  if (var->head == nullptr) var->tail = nullptr;
+  return slot;
+}
+}  // namespace
+
+ThreadedEngine::ThreadedEngine(const EngineConfig& config) : config_(config) {
+  int workers = config.cpu_workers > 0 ? config.cpu_workers : cpu_core_count();
+  if (!config_.profile_path.empty()) Profiler::global().start();
+  auto* runner = static_cast<detail::OperationRunner*>(this);
+  cpu_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, workers, "cpu worker");
+  if (config.cpu_priority_lane) {
+    cpu_priority_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, 1, "cpu priority lane");
+  }
+}
+
+ThreadedEngine::~ThreadedEngine() {
+  if (cpu_pool_->is_current_thread_worker() ||
+      (cpu_priority_pool_ && cpu_priority_pool_->is_current_thread_worker())) {
+    std::fprintf(stderr,
+                 "weft: a threaded engine was destroyed from inside one of its own operations; "
+                 "it cannot wait for itself\n");
+    std::terminate();
+  }
+  wait_idle();
+  failures_.report_unobserved("threaded");
+  if (cpu_priority_pool_) cpu_priority_pool_->shutdown();
+  cpu_pool_->shutdown();
+  if (!config_.profile_path.empty()) {
+    try {
+      Profiler::global().write_chrome_trace(config_.profile_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "weft: %s\n", e.what());
+    }
+  }
+}
+
+VarHandle ThreadedEngine::new_var() {
+  Var* var = ObjectPool<Var>::create();
+  var->owner = this;
+  vars_created_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  return var;
+}
+
+void ThreadedEngine::check_device(Device device) const {
+  if (device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost) return;
+  WEFT_THROW(NotImplemented) << "no worker pool for device '" << to_string(device)
+                             << "': this engine has CPU workers only (GPU worker pools come with "
+                                "the CUDA backend)";
+}
+
+detail::WorkerPool* ThreadedEngine::pool_for(const OprBlock* op) const {
+  if (op->property == FnProperty::kCPUPrioritized && cpu_priority_pool_) {
+    return cpu_priority_pool_.get();
+  }
+  return cpu_pool_.get();
+}
+
+void ThreadedEngine::push_sync(SyncFn fn, Device device, VarList reads, VarList writes,
+                               FnProperty property, int priority, std::string_view name) {
+  WEFT_CHECK(static_cast<bool>(fn)) << "push_sync of '" << name << "': empty function";
+  check_device(device);
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->set_body(std::move(fn));
+  op->device = device;
+  op->property = property;
+  op->priority = priority;
+  push_block(op, reads, writes, name);
+}
+
+void ThreadedEngine::push_async(AsyncFn fn, Device device, VarList reads, VarList writes,
+                                FnProperty property, int priority, std::string_view name) {
+  WEFT_CHECK(static_cast<bool>(fn)) << "push_async of '" << name << "': empty function";
+  check_device(device);
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->set_body(std::move(fn));
+  op->device = device;
+  op->property = property;
+  op->priority = priority;
+  push_block(op, reads, writes, name);
+}
+
+void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
+                                std::string_view name) {
+  try {
+    detail::build_slots(op, reads, writes, name);
+  } catch (...) {
+    ObjectPool<OprBlock>::destroy(op);
+    throw;
+  }
+  if (!name.empty()) op->name = detail::OpName(name);
+  if (op->property == FnProperty::kCPUPrioritized && !cpu_priority_pool_) op->priority = INT32_MAX;
+  const uint32_t n = op->num_slots;
+  op->wait.store(static_cast<int32_t>(n) + 1, std::memory_order_relaxed);
+  if (Profiler::global().enabled()) {
+    op->profile_id = Profiler::global().next_op_id();
+    op->queued_ns = Profiler::now_ns();
+  }
+  // relaxed: pending_ is only compared with zero by waiters after the final decrement, which is
+  // a release sequence (Note [Pending count and idle wait]); this increment happens-before it.
+  pending_.fetch_add(1, std::memory_order_relaxed);
+
+  VarSlot* slots = op->slots;
+  if (n > 1) {
+    std::sort(slots, slots + n, [](const VarSlot& a, const VarSlot& b) {
+      return std::less<const Var*>()(a.var, b.var);
+    });
+  }
+  for (uint32_t i = 0; i < n; ++i) slots[i].var->lock.lock();  // Note [Two-phase append]
+  const char* problem = nullptr;
+  uint32_t bad = 0;
+  for (uint32_t i = 0; i < n && problem == nullptr; ++i) {
+    const Var* var = slots[i].var;
+    if (var->deleted) {
+      problem = "was deleted (delete_var) before this push";
+      bad = i;
+    } else if (var->owner != this) {
+      problem = "belongs to another engine";
+      bad = i;
+    }
+  }
+  if (problem != nullptr) {
+    for (uint32_t i = n; i-- > 0;) slots[i].var->lock.unlock();
+    const void* var = slots[bad].var;
+    std::string op_name = op->name.str();
+    ObjectPool<OprBlock>::destroy(op);
+    finish_pending();
+    WEFT_THROW(ValueError) << "push of operation '" << op_name << "': variable " << var << " "
+                           << problem;
+  }
+  int32_t granted = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    VarSlot* slot = &slots[i];
+    Var* var = slot->var;
+    if (slot->write) {
+      if (!var->write_running && var->running_reads == 0 && var->head == nullptr) {
+        var->write_running = true;
+        ++granted;
+      } else {
+        enqueue(var, slot);
+      }
+      if (op->kind == OpKind::kDeleteVar) var->deleted = true;
+    } else {
+      if (!var->write_running && var->head == nullptr) {
+        ++var->running_reads;
+        ++granted;
+      } else {
+        enqueue(var, slot);
+      }
+    }
+  }
+  for (uint32_t i = n; i-- > 0;) slots[i].var->lock.unlock();
+  pushed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  // Note [Push guard]: remove the guard together with the grants made above.
+  if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
+    if (op->profile_id != 0) op->ready_ns = Profiler::now_ns();
+    dispatch(op);
+  }
+}
+
+void ThreadedEngine::dispatch(OprBlock* op) {
+  if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth) {
+    ++t_async_depth;
+    RunContext context{op->device, Stream{op->device, nullptr}, -1};
+    run(op, context);
+    --t_async_depth;
+    return;
+  }
+  pool_for(op)->submit(op);
+}
+
+void ThreadedEngine::run(OprBlock* op, const RunContext& context) {
+  while (op != nullptr) op = execute(op, context);
+}
+
+OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
+  if (op->kind == OpKind::kUser) {
+    // Note [Var error ordering]
+    for (uint32_t i = 0; i < op->num_slots; ++i) {
+      Var* var = op->slots[i].var;
+      if (var->has_error()) {
+        op->inherited = var->error;
+        break;
+      }
+    }
+  }
+  if (op->profile_id != 0) {
+    op->start_ns = Profiler::now_ns();
+    op->start_lane = Profiler::global().thread_lane();
+  }
+  if (op->inherited || !op->has_body) return complete(op, nullptr, true);
+  std::exception_ptr error;
+  if (op->async) {
+    {
+      detail::OperationScope scope;
+      try {
+        op->body.async(context, CallbackOnComplete(&ThreadedEngine::complete_async, this, op));
+        return nullptr;  // completes through the callback, possibly already done
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    complete(op, std::move(error), false);
+    return nullptr;
+  }
+  {
+    detail::OperationScope scope;
+    try {
+      op->body.sync(context);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  return complete(op, std::move(error), true);
+}
+
+void ThreadedEngine::complete_async(void* engine, void* op, std::exception_ptr error) {
+  static_cast<ThreadedEngine*>(engine)->complete(static_cast<OprBlock*>(op), std::move(error),
+                                                 false);
+}
+
+void ThreadedEngine::release_read(Var* var, ReadyList& ready) {
+  std::lock_guard<detail::SpinLock> lock(var->lock);
+  if (--var->running_reads == 0 && var->head != nullptr) {
+    // With no write running, the head of the queue is a write (reads queue only behind one).
+    VarSlot* slot = dequeue(var);
+    WEFT_DCHECK(slot->write);
+    var->write_running = true;
+    grant(slot, ready);
+  }
+}
+
+void ThreadedEngine::release_write(Var* var, bool bump_version, ReadyList& ready) {
+  std::lock_guard<detail::SpinLock> lock(var->lock);
+  var->write_running = false;
+  // relaxed: readers of the version synchronise through the dependency order or a wait.
+  if (bump_version) var->version.fetch_add(1, std::memory_order_relaxed);
+  if (var->head == nullptr) return;
+  if (var->head->write) {
+    VarSlot* slot = dequeue(var);
+    var->write_running = true;
+    grant(slot, ready);
+    return;
+  }
+  while (var->head != nullptr && !var->head->write) {
+    VarSlot* slot = dequeue(var);
+    ++var->running_reads;
+    grant(slot, ready);
+  }
+}
+
+OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool may_run_inline) {
+  // Captures go first, so what they hold (buffers, handles) is released before dependents run.
+  op->reset_body();
+  std::shared_ptr<detail::ErrorSlot> error_slot;
+  if (error) {
+    error_slot = failures_.record_failure(std::move(error), op->name);
+  } else if (op->inherited) {
+    error_slot = op->inherited;
+    failures_.record_skip();
+  }
+  const bool user = op->kind == OpKind::kUser;
+  const bool bump = user && !error_slot;
+  const bool profiled = op->profile_id != 0;
+  int64_t end_ns = profiled ? Profiler::now_ns() : 0;
+
+  ReadyList ready;
+  for (uint32_t i = 0; i < op->num_slots; ++i) {
+    VarSlot& slot = op->slots[i];
+    if (slot.write) {
+      if (user && error_slot) slot.var->error = error_slot;  // Note [Var error ordering]
+      release_write(slot.var, bump, ready);
+    } else {
+      release_read(slot.var, ready);
+    }
+  }
+  if (op->kind == OpKind::kDeleteVar) {
+    Var* var = op->slots[0].var;
+    WEFT_DCHECK(var->head == nullptr && !var->write_running && var->running_reads == 0);
+    ObjectPool<Var>::destroy(var);
+    vars_destroyed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  }
+
+  if (profiled) {
+    Profiler& profiler = Profiler::global();
+    int64_t now = Profiler::now_ns();
+    for (size_t i = 0; i < ready.size(); ++i) {
+      if (ready[i]->profile_id == 0) continue;
+      ready[i]->ready_ns = now;
+      profiler.record_flow(op->profile_id, ready[i]->profile_id);
+    }
+    OpTraceRecord record;
+    record.id = op->profile_id;
+    record.name = op->name.str();
+    record.device = to_string(op->device);
+    record.lane = op->start_lane;
+    record.queued_ns = op->queued_ns;
+    record.ready_ns = op->ready_ns;
+    record.start_ns = op->start_ns;
+    record.end_ns = end_ns;
+    record.skipped = static_cast<bool>(op->inherited);
+    record.failed = error_slot && !op->inherited;
+    profiler.record_op(std::move(record));
+  }
+
+  OprBlock* next = nullptr;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    OprBlock* successor = ready[i];
+    // A worker that completes an op runs one newly ready successor itself when it belongs to the
+    // same pool: no queue round trip, and the data it reads is still in this core's cache.
+    if (may_run_inline && next == nullptr && successor->property != FnProperty::kAsync &&
+        pool_for(successor)->is_current_thread_worker()) {
+      next = successor;
+    } else {
+      dispatch(successor);
+    }
+  }
+  ObjectPool<OprBlock>::destroy(op);
+  finish_pending();  // last: the engine may be destroyed once pending_ reaches zero
+  return next;
+}
+
+void ThreadedEngine::finish_pending() {
+  // Note [Pending count and idle wait]
+  int64_t previous = pending_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (previous == 1) {
+      std::lock_guard<std::mutex> lock(idle_mutex_);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_.notify_all();
+      return;
+    }
+    // acq_rel: part of the release sequence a waiter's acquire load of zero synchronises with.
+    if (pending_.compare_exchange_weak(previous, previous - 1, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
+void ThreadedEngine::wait_idle() {
+  std::unique_lock<std::mutex> lock(idle_mutex_);
+  auto idle = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  while (!idle_.wait_for(lock, std::chrono::seconds(30), idle)) {
+    std::fprintf(stderr,
+                 "weft: still waiting for %lld pending operation(s) after 30 s (an asynchronous "
+                 "operation that never calls on_complete keeps the engine busy)\n",
+                 static_cast<long long>(pending_.load(std::memory_order_relaxed)));
+  }
+}
+
+void ThreadedEngine::delete_var(VarHandle var) {
+  WEFT_CHECK(var != nullptr) << "delete_var: null variable";
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->kind = OpKind::kDeleteVar;
+  op->property = FnProperty::kAsync;  // trivial: run on the thread that releases the variable
+  push_block(op, {}, {var}, "delete_var");
+}
+
+void ThreadedEngine::wait_for_var(VarHandle var) {
+  detail::check_not_inside_operation("wait_for_var");
+  WEFT_CHECK(var != nullptr) << "wait_for_var: null variable";
+  struct WaitState {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto state = std::make_shared<WaitState>();
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->kind = OpKind::kWaitVar;
+  op->property = FnProperty::kAsync;  // trivial: run on the thread that releases the variable
+  op->set_body(SyncFn([state, var](const RunContext&) {
+    // Runs holding `var` exclusively (ordered as a write): Note [Var error ordering].
+    std::exception_ptr error;
+    if (var->has_error()) {
+      error = var->error->error;
+      var->error->delivered.store(true, std::memory_order_release);
+    }
+    var->error.reset();
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->error = error;
+    state->done = true;
+    state->done_cv.notify_all();
+  }));
+  push_block(op, {}, {var}, "wait_for_var");
+  std::unique_lock<std::mutex> lock(state->mutex);
+  state->done_cv.wait(lock, [&] { return state->done; });
+  if (state->error) std::rethrow_exception(state->error);
+}
+
+void ThreadedEngine::wait_for_all() {
+  detail::check_not_inside_operation("wait_for_all");
+  wait_idle();
+  failures_.throw_and_clear();
+}
+
+uint64_t ThreadedEngine::var_version(VarHandle var) const {
+  WEFT_CHECK(var != nullptr) << "var_version: null variable";
+  return var->version.load(std::memory_order_acquire);
+}
+
+int ThreadedEngine::num_workers(Device device) const {
+  if (device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost) {
+    return cpu_pool_->num_workers();
+  }
+  return 0;
+}
+
+EngineStats ThreadedEngine::stats() const {
+  EngineStats stats;
+  stats.pending_ops = pending_.load(std::memory_order_acquire);
+  stats.completed_ops = pushed_.load(std::memory_order_acquire) - stats.pending_ops;
+  if (stats.completed_ops < 0) stats.completed_ops = 0;
+  stats.failed_ops = failures_.failed_total();
+  stats.skipped_ops = failures_.skipped_total();
+  stats.live_vars = vars_created_.load(std::memory_order_acquire) -
+                    vars_destroyed_.load(std::memory_order_acquire);
+  return stats;
+}
+
+}  // namespace weft

@@ -1,0 +1,68 @@
+// The threaded dependency engine: per-variable wait queues, dependency counting, and worker pools
+// per device.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "engine/failure_log.h"
+#include "engine/var.h"
+#include "engine/worker_pool.h"
+
+namespace weft {
+
+/// See Engine for the contract. Thread-safe.
+class ThreadedEngine final : public Engine, private detail::OperationRunner {
+ public:
+  explicit ThreadedEngine(const EngineConfig& config);
+  ~ThreadedEngine() override;
+
+  EngineKind kind() const override { return EngineKind::kThreaded; }
+  VarHandle new_var() override;
+  void delete_var(VarHandle var) override;
+  void push_async(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
+                  int priority, std::string_view name) override;
+  void push_sync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
+                 int priority, std::string_view name) override;
+  void wait_for_var(VarHandle var) override;
+  void wait_for_all() override;
+  uint64_t var_version(VarHandle var) const override;
+  int num_workers(Device device) const override;
+  EngineStats stats() const override;
+
+ private:
+  class ReadyList;
+
+  void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
+  detail::WorkerPool* pool_for(const detail::OprBlock* op) const;
+  void check_device(Device device) const;
+  void dispatch(detail::OprBlock* op);
+  void run(detail::OprBlock* op, const RunContext& context) override;
+  detail::OprBlock* execute(detail::OprBlock* op, const RunContext& context);
+  detail::OprBlock* complete(detail::OprBlock* op, std::exception_ptr error, bool may_run_inline);
+  static void complete_async(void* engine, void* op, std::exception_ptr error);
+  void release_read(Var* var, ReadyList& ready);
+  void release_write(Var* var, bool bump_version, ReadyList& ready);
+  void finish_pending();
+  void wait_idle();
+
+  EngineConfig config_;
+  std::unique_ptr<detail::CpuWorkerPool> cpu_pool_;
+  std::unique_ptr<detail::CpuWorkerPool> cpu_priority_pool_;
+  detail::FailureLog failures_;
+
+  // Note [Pending count and idle wait]: pending_ counts pushed, uncompleted operations. The
+  // decrement that reaches zero happens under idle_mutex_, so a waiter cannot return (and, in the
+  // destructor, free the engine) while a completing thread still touches the engine.
+  alignas(64) std::atomic<int64_t> pending_{0};
+  alignas(64) std::atomic<int64_t> pushed_{0};
+  alignas(64) std::atomic<int64_t> vars_created_{0};
+  alignas(64) std::atomic<int64_t> vars_destroyed_{0};
+  alignas(64) std::mutex idle_mutex_;
+  std::condition_variable idle_;
+};
+
+}  // namespace weft

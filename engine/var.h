@@ -1,0 +1,170 @@
+// Engine internals shared by both engines: the variable, the operation block and error slots.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/engine.h"
+#include "engine/spin_lock.h"
+
+namespace weft {
+namespace detail {
+
+/// The error of one failed operation, shared by every variable it reached. `cleared` is set by
+/// wait_for_all; `delivered` when some wait has rethrown it.
+struct ErrorSlot {
+  std::exception_ptr error;
+  std::atomic<bool> cleared{false};
+  std::atomic<bool> delivered{false};
+};
+
+/// One (operation, variable) dependency; linked into the variable's wait queue while pending.
+struct VarSlot {
+  Var* var = nullptr;
+  OprBlock* op = nullptr;
+  VarSlot* next = nullptr;
+  bool write = false;
+};
+
+/// What an operation is, for the engine's own bookkeeping.
+enum class OpKind : uint8_t {
+  kUser,       ///< pushed by push_sync / push_async
+  kWaitVar,    ///< wait_for_var: ordered like a write, bumps no version, ignores errors
+  kDeleteVar,  ///< delete_var: ordered like a write; frees the variable when it completes
+};
+
+/// A short string kept inline (names of operations); longer names go to the heap.
+class OpName {
+ public:
+  OpName() { inline_[0] = '\0'; }
+  explicit OpName(std::string_view name) {
+    if (name.size() < sizeof(inline_)) {
+      std::memcpy(inline_, name.data(), name.size());
+      inline_[name.size()] = '\0';
+    } else {
+      inline_[0] = '\0';
+      heap_ = std::make_unique<std::string>(name);
+    }
+  }
+  std::string_view view() const { return heap_ ? std::string_view(*heap_) : std::string_view(inline_); }
+  std::string str() const { std::string_view v = view(); return v.empty() ? "<unnamed>" : std::string(v); }
+
+ private:
+  char inline_[32];
+  std::unique_ptr<std::string> heap_;
+};
+
+/// An operation pushed into an engine. Lives from push to completion; pooled.
+struct OprBlock {
+  static constexpr int kInlineSlots = 4;
+
+  /// Pending dependencies + 1 (the push guard, Note [Push guard]); the op is ready at zero.
+  std::atomic<int32_t> wait{1};
+  OpKind kind = OpKind::kUser;
+  bool async = false;
+  FnProperty property = FnProperty::kNormal;
+  bool completed = false;  ///< debug: set once on completion
+  int32_t priority = 0;
+  uint32_t num_slots = 0;
+  bool has_body = false;
+  Device device;
+  /// The body: `sync` when !async, `async` when async; constructed only when has_body.
+  union Body {
+    SyncFn sync;
+    AsyncFn async;
+    Body() {}
+    ~Body() {}
+  } body;
+  VarSlot* slots = inline_slots;
+  VarSlot inline_slots[kInlineSlots];
+  OprBlock* next_ready = nullptr;  ///< link in a ready queue
+  OpName name;
+  std::shared_ptr<ErrorSlot> inherited;  ///< set when skipped because an input carried an error
+  // Profiling (only filled while the profiler is enabled).
+  uint64_t profile_id = 0;
+  int64_t queued_ns = 0;
+  int64_t ready_ns = 0;
+  int64_t start_ns = 0;
+  int start_lane = 0;
+
+  OprBlock() = default;
+  ~OprBlock() {
+    reset_body();
+    if (slots != inline_slots) delete[] slots;
+  }
+
+  void set_body(SyncFn&& fn) {
+    ::new (&body.sync) SyncFn(std::move(fn));
+    async = false;
+    has_body = true;
+  }
+  void set_body(AsyncFn&& fn) {
+    ::new (&body.async) AsyncFn(std::move(fn));
+    async = true;
+    has_body = true;
+  }
+  /// Destroys the body (and its captures).
+  void reset_body() {
+    if (!has_body) return;
+    if (async) {
+      body.async.~AsyncFn();
+    } else {
+      body.sync.~SyncFn();
+    }
+    has_body = false;
+  }
+  OprBlock(const OprBlock&) = delete;
+  OprBlock& operator=(const OprBlock&) = delete;
+
+  /// Reserves room for `n` slots.
+  void reserve_slots(uint32_t n) {
+    if (n > kInlineSlots) slots = new VarSlot[n];
+  }
+};
+
+/// Fills op->slots from the read and write lists: duplicates merged, a variable both read and
+/// written kept as a write; reads first. Throws ValueError for a null variable.
+void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name);
+
+/// Thread-local depth of engine-operation calls on this thread (for the wait-inside-op check).
+struct OperationScope {
+  OperationScope();
+  ~OperationScope();
+};
+
+/// Throws weft::Error when called from inside an engine operation. `what` names the wait.
+void check_not_inside_operation(const char* what);
+
+/// Builds the message of an EngineError.
+std::string describe_failure(const std::string& op_name, std::exception_ptr error);
+
+}  // namespace detail
+
+/// A variable of the dependency engine. Engines use the fields they need.
+class Var {
+ public:
+  /// Completed writes. Written under `lock` (threaded) or the engine mutex (sync); read anywhere.
+  std::atomic<uint64_t> version{0};
+  /// The error attached by a failed writer. Written only by the operation that holds the
+  /// variable exclusively, read by operations granted after it: the dependency order itself
+  /// orders these accesses (Note [Var error ordering]).
+  std::shared_ptr<detail::ErrorSlot> error;
+  const void* owner = nullptr;  ///< the engine that created it (checked on push)
+
+  // Threaded engine scheduling state, guarded by `lock`.
+  detail::SpinLock lock;
+  detail::VarSlot* head = nullptr;  ///< first waiting dependency
+  detail::VarSlot* tail = nullptr;
+  int32_t running_reads = 0;        ///< granted reads not yet completed
+  bool write_running = false;       ///< a granted write not yet completed
+  bool deleted = false;             ///< delete_var was pushed
+
+  bool has_error() const { return error && !error->cleared.load(std::memory_order_acquire); }
+};
+
+}  // namespace weft
