@@ -534,6 +534,7 @@ class MxnetWorkload final : public Workload {
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
       num_edges_ += static_cast<int64_t>(preds.size());
     }
+    for (size_t i = 0; i < expected_.size(); ++i) expected_[i].v = initial_value(i);
     for (int k = 0; k < num_ops; ++k) {
       apply(ops_[static_cast<size_t>(k)], k, expected_.data(), /*spin=*/false);
     }
@@ -628,8 +629,9 @@ class MxnetWorkload final : public Workload {
     for (int r = 0; r < op.num_reads; ++r) h = h * kMulA + values[op.reads[static_cast<size_t>(r)]].v;
     values[op.write].v = h * kMulB + static_cast<uint64_t>(k) + 1;
   }
+  static uint64_t initial_value(size_t var) { return var; }
   void reset_values() {
-    for (size_t i = 0; i < values_.size(); ++i) values_[i].v = i;
+    for (size_t i = 0; i < values_.size(); ++i) values_[i].v = initial_value(i);
   }
   void verify(const char* runner) const {
     for (size_t i = 0; i < values_.size(); ++i) {
@@ -704,7 +706,12 @@ std::string describe(const Summary& s) {
 }
 
 Summary measure_weft(Workload& w, int threads, int reps) {
-  auto engine = Engine::create(EngineConfig{.kind = EngineKind::kThreaded, .cpu_workers = threads});
+  // EngineConfig{.kind = kThreaded, .cpu_workers = threads}, the other fields at their defaults
+  // (assigned one by one: a designated initializer trips -Wmissing-field-initializers in GCC 12).
+  EngineConfig config;
+  config.kind = EngineKind::kThreaded;
+  config.cpu_workers = threads;
+  auto engine = Engine::create(config);
   if (engine->num_workers(Device::cpu()) != threads) {
     std::printf("# warning: weft engine reports %d cpu workers, asked for %d\n",
                 engine->num_workers(Device::cpu()), threads);

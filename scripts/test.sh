@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what is missing, configures, builds and runs every test suite. Idempotent.
+#   WEFT_BUILD_DIR  build directory (default: <repo>/build)
+#   WEFT_JOBS       parallel build jobs (default: number of cores)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/install_deps.sh"
+
+build="${WEFT_BUILD_DIR:-$root/build}"
+jobs="${WEFT_JOBS:-$(nproc)}"
+generator=()
+if command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ]; then generator=(-G Ninja); fi
+
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_TOOLS=ON
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300

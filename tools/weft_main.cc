@@ -1,0 +1,39 @@
+// The `weft` command: subcommands for demonstrations and, later, graph replay and planning.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "base/build_config.h"
+#include "devices/device_api.h"
+#include "tools/demo.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft: asynchronous dataflow execution engine"};
+  app.require_subcommand(1);
+
+  weft::tools::DemoOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand("demo", "Run a tiled matrix product through the engine");
+  demo_cmd->add_option("--size", demo.size, "Matrix size N (N x N)");
+  demo_cmd->add_option("--tiles", demo.tiles, "Tiles per side (must divide N)");
+  demo_cmd->add_option("--workers", demo.workers, "CPU worker threads (0: WEFT_CPU_WORKERS or all cores)");
+  demo_cmd->add_option("--repeats", demo.repeats, "Repetitions (best is reported)");
+  demo_cmd->add_option("--seed", demo.seed, "Seed of the input values");
+  demo_cmd->add_option("--profile", demo.profile_path, "Write a Chrome trace JSON here");
+
+  CLI::App* version_cmd = app.add_subcommand("version", "Print version and build configuration");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (demo_cmd->parsed()) return weft::tools::run_demo(demo);
+    if (version_cmd->parsed()) {
+      std::printf("weft %s (CUDA %s, oneDNN %s), %d CPU cores\n", WEFT_VERSION_STRING,
+                  WEFT_USE_CUDA ? "on" : "off", WEFT_USE_ONEDNN ? "on" : "off",
+                  weft::cpu_core_count());
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
