@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "base/build_config.h"
 #include "base/error.h"
 
 namespace weft {
@@ -18,6 +19,9 @@ std::array<std::atomic<DeviceAPI*>, 8>& registry() {
 }  // namespace
 
 DeviceAPI* cpu_device_api();  // cpu_device_api.cc
+#if WEFT_USE_CUDA
+DeviceAPI* cuda_device_api();  // cuda_device_api.cc
+#endif
 
 void register_device_api(DeviceType type, DeviceAPI* api) {
   auto code = static_cast<size_t>(type);
@@ -27,6 +31,9 @@ void register_device_api(DeviceType type, DeviceAPI* api) {
 
 DeviceAPI* DeviceAPI::try_get(DeviceType type) {
   if (type == DeviceType::kCPU) return cpu_device_api();
+#if WEFT_USE_CUDA
+  if (type == DeviceType::kCUDA) return cuda_device_api();
+#endif
   auto code = static_cast<size_t>(type);
   if (code >= registry().size()) return nullptr;
   return registry()[code].load(std::memory_order_acquire);

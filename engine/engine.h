@@ -181,8 +181,12 @@ class Engine {
   virtual VarHandle new_var() = 0;
 
   /// Destroys `var` after every operation already pushed on it has completed; returns at once.
-  /// Pushing or waiting on `var` afterwards is an error (ValueError when detected).
-  virtual void delete_var(VarHandle var) = 0;
+  /// `on_deleted`, when given, runs at that moment, just before the variable is freed: the place
+  /// to give back what the variable stood for, e.g. an array's memory to its pool
+  /// (`[block = std::move(data_ptr)](const RunContext&) mutable { block.reset(); }`), so that it
+  /// cannot be handed out again while an operation may still touch it. Pushing or waiting on
+  /// `var` afterwards is an error (ValueError when detected).
+  virtual void delete_var(VarHandle var, SyncFn on_deleted = nullptr) = 0;
 
   /// Pushes an asynchronous operation: `fn` runs once every dependency is satisfied and must
   /// call its CallbackOnComplete exactly once. Returns at once. Throws ValueError (and pushes

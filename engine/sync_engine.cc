@@ -203,10 +203,12 @@ void SyncEngine::execute(OprBlock* op) {
   pending_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void SyncEngine::delete_var(VarHandle var) {
+void SyncEngine::delete_var(VarHandle var, SyncFn on_deleted) {
   WEFT_CHECK(var != nullptr) << "delete_var: null variable";
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kDeleteVar;
+  op->device = Device::cpu();
+  if (on_deleted) op->set_body(std::move(on_deleted));
   push_block(op, {}, {var}, "delete_var");
 }
 

@@ -23,7 +23,7 @@ class SyncEngine final : public Engine {
 
   EngineKind kind() const override { return EngineKind::kSync; }
   VarHandle new_var() override;
-  void delete_var(VarHandle var) override;
+  void delete_var(VarHandle var, SyncFn on_deleted) override;
   void push_async(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
                   int priority, std::string_view name) override;
   void push_sync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,

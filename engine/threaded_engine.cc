@@ -435,10 +435,12 @@ void ThreadedEngine::wait_idle() {
   }
 }
 
-void ThreadedEngine::delete_var(VarHandle var) {
+void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
   WEFT_CHECK(var != nullptr) << "delete_var: null variable";
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kDeleteVar;
+  op->device = Device::cpu();
+  if (on_deleted) op->set_body(std::move(on_deleted));
   op->property = FnProperty::kAsync;  // trivial: run on the thread that releases the variable
   push_block(op, {}, {var}, "delete_var");
 }

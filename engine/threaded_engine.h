@@ -22,7 +22,7 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
 
   EngineKind kind() const override { return EngineKind::kThreaded; }
   VarHandle new_var() override;
-  void delete_var(VarHandle var) override;
+  void delete_var(VarHandle var, SyncFn on_deleted) override;
   void push_async(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
                   int priority, std::string_view name) override;
   void push_sync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,

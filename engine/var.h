@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "engine/engine.h"
-#include "engine/spin_lock.h"
+#include "base/spin_lock.h"
 
 namespace weft {
 namespace detail {

@@ -1,4 +1,4 @@
-// A small test-and-test-and-set spin lock for the engine's per-variable critical sections.
+// A small test-and-test-and-set spin lock for short critical sections (engine variables, pool arenas).
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,34 @@
+// The static-plan arena.
+#include "memory/arena.h"
+
+#include "base/error.h"
+
+namespace weft {
+
+Arena::Arena(std::shared_ptr<Allocator> allocator) : allocator_(std::move(allocator)) {
+  WEFT_CHECK(allocator_ != nullptr) << "Arena: null allocator";
+}
+
+Arena::Arena(std::shared_ptr<Allocator> allocator, size_t capacity) : Arena(std::move(allocator)) {
+  reserve(capacity);
+}
+
+bool Arena::reserve(size_t capacity) {
+  if (block_ && capacity <= capacity_) return false;
+  block_.reset();  // give the old block back first: the pool may hand it out again at once
+  capacity_ = 0;
+  block_ = allocator_->allocate(capacity, kDefaultAlignment);
+  capacity_ = capacity;
+  return true;
+}
+
+void* Arena::pointer(size_t offset, size_t bytes) const {
+  WEFT_CHECK(offset % kDefaultAlignment == 0)
+      << "Arena: offset " << offset << " is not a multiple of " << kDefaultAlignment;
+  WEFT_CHECK(offset <= capacity_ && bytes <= capacity_ - offset)
+      << "Arena: range [" << offset << ", " << offset + bytes << ") exceeds the capacity of "
+      << capacity_ << " bytes on " << to_string(device());
+  return static_cast<char*>(block_.get()) + offset;
+}
+
+}  // namespace weft
