@@ -34,7 +34,10 @@ void ReadyQueue::push(OprBlock* op) {
     }
     // relaxed: a hint only; the queue itself is read under the mutex.
     size_.fetch_add(1, std::memory_order_relaxed);
-    wake = sleepers_ > 0;
+    // seq_cst load: ordered after the append by the mutex; a spinner that stops spinning either
+    // is counted here or takes the lock after us and sees the operation (Note [Spinning and
+    // wake-ups]).
+    wake = sleepers_ > 0 && spinning_.load() == 0;
   }
   if (wake) wake_.notify_one();
 }
@@ -60,16 +63,31 @@ bool ReadyQueue::take(OprBlock** out) {
   return true;
 }
 
+OprBlock* ReadyQueue::take_and_propagate() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  OprBlock* op = nullptr;
+  if (!take(&op)) return nullptr;
+  // Work left and nobody spinning: pass the baton to a sleeper.
+  bool wake = size_.load(std::memory_order_relaxed) > 0 && sleepers_ > 0 && spinning_.load() == 0;
+  lock.unlock();
+  if (wake) wake_.notify_one();
+  return op;
+}
+
 OprBlock* ReadyQueue::pop() {
-  // Spin briefly before sleeping: a successor or a freshly pushed op usually arrives within
-  // microseconds, and a futex sleep/wake round trip costs more than that.
-  for (int spin = 0; spin < 200; ++spin) {
+  if (size_.load(std::memory_order_relaxed) > 0) {
+    if (OprBlock* op = take_and_propagate()) return op;
+  }
+  // Spin before sleeping: new work usually arrives within microseconds, and a futex sleep and
+  // wake-up cost more than that.
+  spinning_.fetch_add(1);
+  for (int spin = 0; spin < kSpinRounds; ++spin) {
     if (size_.load(std::memory_order_relaxed) > 0) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      OprBlock* op;
-      if (take(&op)) return op;
+      spinning_.fetch_sub(1);  // before taking: a push after this wakes a sleeper if needed
+      if (OprBlock* op = take_and_propagate()) return op;
+      spinning_.fetch_add(1);
     }
-    if (spin < 100) {
+    if (spin < kPauseRounds) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
@@ -77,10 +95,16 @@ OprBlock* ReadyQueue::pop() {
       std::this_thread::yield();
     }
   }
+  spinning_.fetch_sub(1);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     OprBlock* op;
-    if (take(&op)) return op;
+    if (take(&op)) {
+      bool wake = size_.load(std::memory_order_relaxed) > 0 && sleepers_ > 0 && spinning_.load() == 0;
+      lock.unlock();
+      if (wake) wake_.notify_one();
+      return op;
+    }
     if (stopping_) return nullptr;
     ++sleepers_;
     wake_.wait(lock);

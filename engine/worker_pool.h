@@ -53,16 +53,24 @@ class ReadyQueue {
     OprBlock* op;
   };
   bool take(OprBlock** out);  // requires mutex_
+  OprBlock* take_and_propagate();
+  static constexpr int kPauseRounds = 64;
+  static constexpr int kSpinRounds = 2048;
 
+  // Note [Spinning and wake-ups]: a worker with nothing to do spins for a while before it
+  // sleeps. While one spins, pushes wake nobody (a futex wake costs microseconds, more than most
+  // operations); a spinner that finds work stops spinning first, and wakes a sleeper if work is
+  // left, so queued work is never stranded while a worker sleeps.
   std::mutex mutex_;
   std::condition_variable wake_;
   OprBlock* fifo_head_ = nullptr;
   OprBlock* fifo_tail_ = nullptr;
   std::vector<Prioritised> heap_;
   uint64_t sequence_ = 0;
-  int sleepers_ = 0;
+  int sleepers_ = 0;  // guarded by mutex_
   bool stopping_ = false;
-  std::atomic<int64_t> size_{0};  // a hint for spinning workers
+  alignas(64) std::atomic<int64_t> size_{0};   // a hint for spinning workers
+  alignas(64) std::atomic<int> spinning_{0};   // workers in their spin phase
 };
 
 /// CPU workers: `num_threads` threads sharing one ReadyQueue.
