@@ -31,8 +31,9 @@ class FailureLog {
     ++skipped_total_;
   }
 
-  /// For wait_for_all: throws EngineError for the first failure not yet delivered by a wait,
-  /// then clears every error (each slot is marked cleared so variables holding it are clean).
+  /// For wait_for_all: throws EngineError for the first failure since the last wait_for_all
+  /// (also when wait_for_var already rethrew it), then clears every error (each slot is marked
+  /// cleared, so variables holding it are clean).
   void throw_and_clear() {
     std::vector<Entry> entries;
     int64_t skipped = 0;
@@ -47,7 +48,7 @@ class FailureLog {
     for (const Entry& entry : entries) {
       // release: an op that later finds this slot on a var sees it cleared (acquire in has_error).
       entry.slot->cleared.store(true, std::memory_order_release);
-      if (entry.slot->delivered.exchange(true, std::memory_order_acq_rel)) continue;
+      entry.slot->delivered.store(true, std::memory_order_release);
       ++failed;
       if (first == nullptr) first = &entry;
     }

@@ -66,11 +66,15 @@ void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::st
   }
   if (!name.empty()) op->name = detail::OpName(name);
   if (op->device.type == DeviceType::kCUDA) {
+    int ordinal = op->device.id;
     ObjectPool<OprBlock>::destroy(op);
-    WEFT_THROW(NotImplemented) << "no worker pool for device 'cuda:" << op->device.id
+    WEFT_THROW(NotImplemented) << "no worker pool for device 'cuda:" << ordinal
                                << "': the synchronous engine runs CPU work only in this build";
   }
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::thread::id me = std::this_thread::get_id();
+  const bool defer = running_ && (runner_ == me || async_waiting_);
+  if (running_ && !defer) idle_.wait(lock, [&] { return !running_; });
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     const Var* var = op->slots[i].var;
     const char* problem = var->deleted ? "was deleted (delete_var) before this push"
@@ -82,30 +86,32 @@ void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::st
       WEFT_THROW(ValueError) << "push of operation '" << op_name << "': variable "
                              << static_cast<const void*>(var) << " " << problem;
     }
-    if (op->kind == OpKind::kDeleteVar) op->slots[i].var->deleted = true;
   }
+  if (op->kind == OpKind::kDeleteVar) op->slots[0].var->deleted = true;
   if (Profiler::global().enabled()) {
     op->profile_id = Profiler::global().next_op_id();
     op->queued_ns = Profiler::now_ns();
   }
-  pending_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  if (op->kind == OpKind::kUser) pending_.fetch_add(1, std::memory_order_relaxed);  // statistics
   queue_.push_back(op);
-  if (!running_) run_queued();
-}
-
-void SyncEngine::run_queued() {
+  if (defer) return;  // the runner executes it in order (Note [Sync engine runner])
   running_ = true;
+  runner_ = me;
   while (!queue_.empty()) {
-    OprBlock* op = queue_.front();
+    OprBlock* next = queue_.front();
     queue_.pop_front();
-    try {
-      execute(op);
-    } catch (...) {
-      running_ = false;
-      throw;
-    }
+    lock.unlock();
+    execute(next);  // never throws: errors are recorded on the operation's variables
+    lock.lock();
   }
   running_ = false;
+  runner_ = std::thread::id();
+  lock.unlock();
+  idle_.notify_all();
+}
+
+void SyncEngine::wait_idle(std::unique_lock<std::mutex>& lock) {
+  idle_.wait(lock, [&] { return !running_; });
 }
 
 namespace {
@@ -146,6 +152,10 @@ void SyncEngine::execute(OprBlock* op) {
     RunContext context{op->device, Stream{op->device, nullptr}, -1};
     if (op->async) {
       AsyncWait wait;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        async_waiting_ = true;  // pushes from other threads queue instead of blocking
+      }
       try {
         op->body.async(context, CallbackOnComplete(&SyncEngine::complete_async, &wait, op));
       } catch (...) {
@@ -153,9 +163,13 @@ void SyncEngine::execute(OprBlock* op) {
         wait.error = std::current_exception();
         wait.done = true;
       }
-      std::unique_lock<std::mutex> lock(wait.mutex);
-      wait.done_cv.wait(lock, [&] { return wait.done; });
-      error = wait.error;
+      {
+        std::unique_lock<std::mutex> lock(wait.mutex);
+        wait.done_cv.wait(lock, [&] { return wait.done; });
+        error = wait.error;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      async_waiting_ = false;
     } else {
       try {
         op->body.sync(context);
@@ -199,8 +213,10 @@ void SyncEngine::execute(OprBlock* op) {
     vars_destroyed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
   }
   ObjectPool<OprBlock>::destroy(op);
-  completed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
-  pending_.fetch_sub(1, std::memory_order_relaxed);
+  if (user) {
+    completed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+    pending_.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void SyncEngine::delete_var(VarHandle var, SyncFn on_deleted) {
@@ -215,7 +231,8 @@ void SyncEngine::delete_var(VarHandle var, SyncFn on_deleted) {
 void SyncEngine::wait_for_var(VarHandle var) {
   detail::check_not_inside_operation("wait_for_var");
   WEFT_CHECK(var != nullptr) << "wait_for_var: null variable";
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
   WEFT_CHECK(!var->deleted) << "wait_for_var: variable " << static_cast<const void*>(var)
                             << " was deleted (delete_var)";
   WEFT_CHECK(var->owner == this) << "wait_for_var: variable " << static_cast<const void*>(var)
@@ -232,7 +249,8 @@ void SyncEngine::wait_for_var(VarHandle var) {
 void SyncEngine::wait_for_all() {
   detail::check_not_inside_operation("wait_for_all");
   {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);  // let a concurrent push finish
+    std::unique_lock<std::mutex> lock(mutex_);
+    wait_idle(lock);  // a runner on another thread finishes what is queued
   }
   failures_.throw_and_clear();
 }

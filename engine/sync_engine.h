@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/failure_log.h"
@@ -12,10 +14,13 @@
 
 namespace weft {
 
-/// See Engine for the contract. Operations run inside push, one at a time across all threads
-/// (a process of several pushing threads is serialised by one mutex). An operation pushed from
-/// inside another one runs right after the outer one returns, keeping push order. An
-/// asynchronous operation's push returns once its callback has been called. Thread-safe.
+/// See Engine for the contract. Operations run inside push, on the calling thread, one at a time
+/// across all threads: a push from another thread waits until the engine is idle. Two kinds of
+/// push run later instead, in push order, on the thread that is running operations: a push from
+/// inside a running operation (after that operation returns), and a push from any thread while
+/// an asynchronous operation waits for its callback (a completer thread that pushes before it
+/// calls back must not block). An asynchronous operation's push returns once its callback ran.
+/// Thread-safe.
 class SyncEngine final : public Engine {
  public:
   explicit SyncEngine(const EngineConfig& config);
@@ -36,15 +41,21 @@ class SyncEngine final : public Engine {
 
  private:
   void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
-  void run_queued();  // requires mutex_
   void execute(detail::OprBlock* op);
+  void wait_idle(std::unique_lock<std::mutex>& lock);
   static void complete_async(void* state, void* op, std::exception_ptr error);
 
   EngineConfig config_;
   detail::FailureLog failures_;
-  std::recursive_mutex mutex_;           // serialises operations
-  std::deque<detail::OprBlock*> queue_;  // pushed from inside an operation; guarded by mutex_
-  bool running_ = false;                 // an operation is executing; guarded by mutex_
+  // Note [Sync engine runner]: one thread at a time is the runner: it drains queue_, executing
+  // each operation with mutex_ released. Variables' scheduling state (versions, errors, deleted)
+  // is touched only by the runner, or by others under mutex_ while no runner exists.
+  std::mutex mutex_;
+  std::condition_variable idle_;          // signalled when the runner finishes
+  std::deque<detail::OprBlock*> queue_;   // guarded by mutex_
+  bool running_ = false;                  // a runner exists; guarded by mutex_
+  bool async_waiting_ = false;            // the runner waits for an async callback; guarded
+  std::thread::id runner_;                // guarded by mutex_
   std::atomic<int64_t> pending_{0};
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> vars_created_{0};

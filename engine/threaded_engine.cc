@@ -237,7 +237,12 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
     }
   }
   for (uint32_t i = n; i-- > 0;) slots[i].var->lock.unlock();
-  pushed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+  // relaxed: statistics only.
+  if (op->kind == OpKind::kUser) {
+    pushed_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    internal_pending_.fetch_add(1, std::memory_order_relaxed);
+  }
   // Note [Push guard]: remove the guard together with the grants made above.
   if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
     if (op->profile_id != 0) op->ready_ns = Profiler::now_ns();
@@ -361,6 +366,7 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
       release_read(slot.var, ready);
     }
   }
+  if (!user) internal_pending_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: statistics
   if (op->kind == OpKind::kDeleteVar) {
     Var* var = op->slots[0].var;
     WEFT_DCHECK(var->head == nullptr && !var->write_running && var->running_reads == 0);
@@ -497,7 +503,9 @@ int ThreadedEngine::num_workers(Device device) const {
 
 EngineStats ThreadedEngine::stats() const {
   EngineStats stats;
-  stats.pending_ops = pending_.load(std::memory_order_acquire);
+  stats.pending_ops = pending_.load(std::memory_order_acquire) -
+                      internal_pending_.load(std::memory_order_acquire);
+  if (stats.pending_ops < 0) stats.pending_ops = 0;
   stats.completed_ops = pushed_.load(std::memory_order_acquire) - stats.pending_ops;
   if (stats.completed_ops < 0) stats.completed_ops = 0;
   stats.failed_ops = failures_.failed_total();

@@ -75,7 +75,7 @@ void spin_briefly() {
 
 TEST_P(ExclusiveWriteTest, WritesNeverOverlapOtherOpsOnTheirVar) {
   constexpr int kVars = 3;
-  const int n = scaled(3000, 600);
+  const int n = 3000;
   std::vector<VarHandle> vars = new_vars(kVars);
   std::vector<Occupancy> occupancy(kVars);
   std::vector<int64_t> writes_done(kVars, 0);  // plain: only writers of the var touch it
@@ -153,7 +153,7 @@ class ConcurrentPushTest : public EngineTest {};
 TEST_P(ConcurrentPushTest, EightPushingThreadsMatchCounts) {
   constexpr int kThreads = 8;
   constexpr int kShared = 4;
-  const int ops_per_thread = scaled(1500, 200);
+  const int ops_per_thread = 1500;
   std::vector<VarHandle> shared = new_vars(kShared);
   std::vector<VarHandle> mine = new_vars(kThreads);
   std::vector<int64_t> shared_count(kShared, 0);  // guarded by the engine: writers of the var
@@ -176,13 +176,13 @@ TEST_P(ConcurrentPushTest, EightPushingThreadsMatchCounts) {
           int a = static_cast<int>(rng() % kShared);
           switch (rng() % 4) {
             case 0:
-              engine_->push([c = &private_count[t]](const RunContext&) { ++*c; }, Device::cpu(),
-                            {}, {mine[t]});
+              engine_->push([c = &private_count[t]](const RunContext&) { ++*c; }, Device::cpu(), {},
+                            {mine[t]});
               ++planned_private[t];
               break;
             case 1:
-              engine_->push([c = &shared_count[a]](const RunContext&) { ++*c; }, Device::cpu(),
-                            {}, {shared[a]});
+              engine_->push([c = &shared_count[a]](const RunContext&) { ++*c; }, Device::cpu(), {},
+                            {shared[a]});
               ++planned_shared[t][a];
               break;
             case 2: {
@@ -191,8 +191,8 @@ TEST_P(ConcurrentPushTest, EightPushingThreadsMatchCounts) {
               std::vector<VarHandle> writes = {shared[a], shared[b], mine[t]};
               if (t % 2 == 1) std::reverse(writes.begin(), writes.end());
               engine_->push(
-                  [ca = &shared_count[a], cb = &shared_count[b], cp = &private_count[t]](
-                      const RunContext&) {
+                  [ca = &shared_count[a], cb = &shared_count[b],
+                   cp = &private_count[t]](const RunContext&) {
                     ++*ca;
                     ++*cb;
                     ++*cp;
@@ -242,15 +242,15 @@ TEST_P(ConcurrentPushTest, EightPushingThreadsMatchCounts) {
 // Two ops that write the same two vars, listed in opposite orders, pushed from two threads many
 // times: lock-ordering mistakes in the engine show up as a hang (caught by the watchdog).
 TEST_P(ConcurrentPushTest, OppositeOrderMultiVarWritesDoNotDeadlock) {
-  const int rounds = scaled(2000, 300);
+  const int rounds = 2000;
   VarHandle a = engine_->new_var();
   VarHandle b = engine_->new_var();
   int64_t count = 0;
   run_with_deadline("opposite-order pushes", [&] {
     std::latch start(2);
     auto pusher = [&](bool reversed) {
-      const std::vector<VarHandle> writes = reversed ? std::vector<VarHandle>{b, a}
-                                                     : std::vector<VarHandle>{a, b};
+      const std::vector<VarHandle> writes =
+          reversed ? std::vector<VarHandle>{b, a} : std::vector<VarHandle>{a, b};
       start.arrive_and_wait();
       for (int i = 0; i < rounds; ++i) {
         engine_->push([&count](const RunContext&) { ++count; }, Device::cpu(), {}, writes);

@@ -21,7 +21,8 @@
 
 #include "engine/engine.h"
 
-// Whether this build runs under ThreadSanitizer (5-15x slower): tests shrink their workloads.
+// Whether this build runs under ThreadSanitizer (5-15x slower): hang limits grow to match.
+// (Workload sizes need no shrinking: the whole engine suite takes ~30 s of CPU under TSan.)
 #if defined(__SANITIZE_THREAD__)
 #define WEFT_TEST_UNDER_TSAN 1
 #elif defined(__has_feature)
@@ -36,9 +37,6 @@
 namespace weft::testing {
 
 inline constexpr bool kUnderTsan = WEFT_TEST_UNDER_TSAN != 0;
-
-/// `normal` in an ordinary build, `tsan` under ThreadSanitizer.
-constexpr int scaled(int normal, int tsan) { return kUnderTsan ? tsan : normal; }
 
 /// How long a blocking step may take before the test calls it a hang. Generous: it only exists
 /// so that a broken engine fails the test instead of stalling CI, never to measure speed.
@@ -58,15 +56,15 @@ class TestFailure : public std::runtime_error {
 /// rethrown here. If it does not finish, the test fails and the binary exits at once: every
 /// later step (the engine's destructor included) would hang on the same stuck work.
 template <typename Fn>
-void run_with_deadline(std::string_view what, Fn&& fn, std::chrono::milliseconds limit = kHangLimit) {
+void run_with_deadline(std::string_view what, Fn&& fn,
+                       std::chrono::milliseconds limit = kHangLimit) {
   std::packaged_task<void()> task(std::forward<Fn>(fn));
   std::future<void> done = task.get_future();
   std::thread runner(std::move(task));
   if (done.wait_for(limit) != std::future_status::ready) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string test = info != nullptr
-                           ? std::string(info->test_suite_name()) + "." + info->name()
-                           : std::string("<no test>");
+    std::string test = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name()
+                                       : std::string("<no test>");
     ADD_FAILURE() << what << " did not finish within " << limit.count() << " ms";
     std::fprintf(stderr,
                  "\n[ WATCHDOG ] %s: '%.*s' did not finish within %lld ms (engine hang?); "
@@ -86,10 +84,9 @@ void run_with_deadline(std::string_view what, Fn&& fn, std::chrono::milliseconds
 class Notification {
  public:
   void notify() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      notified_ = true;
-    }
+    // Notifies under the lock: a waiter that sees notified_ may destroy this object at once.
+    std::lock_guard<std::mutex> lock(mutex_);
+    notified_ = true;
     cv_.notify_all();
   }
   /// True once notify() was called; false if `limit` passed first.
@@ -156,14 +153,27 @@ struct EngineParam {
   EngineKind kind = EngineKind::kThreaded;
   int cpu_workers = 0;  ///< ignored by the sync engine
 
-  EngineConfig config() const {
-    return EngineConfig{.kind = kind, .cpu_workers = kind == EngineKind::kSync ? 0 : cpu_workers};
-  }
+  EngineConfig config() const;
   std::string name() const {
     return kind == EngineKind::kSync ? std::string("Sync")
                                      : "Threaded" + std::to_string(cpu_workers);
   }
 };
+
+/// An engine configuration; the fields not named keep their defaults.
+inline EngineConfig make_config(EngineKind kind, int cpu_workers, bool cpu_priority_lane = true,
+                                std::string profile_path = {}) {
+  EngineConfig config;
+  config.kind = kind;
+  config.cpu_workers = cpu_workers;
+  config.cpu_priority_lane = cpu_priority_lane;
+  config.profile_path = std::move(profile_path);
+  return config;
+}
+
+inline EngineConfig EngineParam::config() const {
+  return make_config(kind, kind == EngineKind::kSync ? 0 : cpu_workers);
+}
 
 inline void PrintTo(const EngineParam& param, std::ostream* os) { *os << param.name(); }
 

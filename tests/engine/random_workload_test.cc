@@ -78,7 +78,7 @@ std::vector<uint64_t> writes_per_var(const std::vector<OpSpec>& ops, int num_var
 class RandomWorkloadTest : public EngineTest {
  protected:
   static constexpr int kNumVars = 100;
-  static constexpr int kNumOps = scaled(10000, 3000);
+  static constexpr int kNumOps = 10000;
 
   /// Pushes every op of `ops` in order (values live in a plain array the ops share).
   void push_all(const std::vector<OpSpec>& ops, const std::vector<VarHandle>& vars,
@@ -87,11 +87,10 @@ class RandomWorkloadTest : public EngineTest {
     for (size_t i = 0; i < ops.size(); ++i) {
       reads.clear();
       for (uint32_t r : ops[i].reads) reads.push_back(vars[r]);
-      engine_->push(
-          [op = &ops[i], data = values.data(), index = uint64_t{i}](const RunContext&) {
-            apply_op(*op, index, data);
-          },
-          Device::cpu(), reads, {vars[ops[i].write]}, FnProperty::kNormal, 0, "random_op");
+      engine_->push([op = &ops[i], data = values.data(),
+                     index = uint64_t{i}](const RunContext&) { apply_op(*op, index, data); },
+                    Device::cpu(), reads, {vars[ops[i].write]}, FnProperty::kNormal, 0,
+                    "random_op");
     }
   }
 
@@ -118,9 +117,7 @@ class RandomWorkloadTest : public EngineTest {
   }
 };
 
-TEST_P(RandomWorkloadTest, FinalValuesMatchSerialLoop) {
-  run_and_check(ReadMode::kDistinct, 42);
-}
+TEST_P(RandomWorkloadTest, FinalValuesMatchSerialLoop) { run_and_check(ReadMode::kDistinct, 42); }
 
 TEST_P(RandomWorkloadTest, SelfReadsAndDuplicateReadsMatchSerialLoop) {
   run_and_check(ReadMode::kWithSelfAndDuplicates, 7);
@@ -129,7 +126,7 @@ TEST_P(RandomWorkloadTest, SelfReadsAndDuplicateReadsMatchSerialLoop) {
 // After wait_for_var(v) returns, v holds exactly what the serial loop computed for the ops
 // pushed so far (and the waiting thread sees it without a data race).
 TEST_P(RandomWorkloadTest, WaitForVarMidStreamSeesPrefixResult) {
-  const int num_ops = scaled(5000, 1500);
+  const int num_ops = 5000;
   const std::vector<OpSpec> ops = make_workload(99, num_ops, kNumVars, ReadMode::kDistinct);
   std::vector<uint64_t> reference = initial_values(kNumVars);
   std::vector<VarHandle> vars = new_vars(kNumVars);
@@ -140,11 +137,9 @@ TEST_P(RandomWorkloadTest, WaitForVarMidStreamSeesPrefixResult) {
   for (int i = 0; i < num_ops; ++i) {
     reads.clear();
     for (uint32_t r : ops[i].reads) reads.push_back(vars[r]);
-    engine_->push(
-        [op = &ops[i], data = values.data(), index = uint64_t(i)](const RunContext&) {
-          apply_op(*op, index, data);
-        },
-        Device::cpu(), reads, {vars[ops[i].write]});
+    engine_->push([op = &ops[i], data = values.data(),
+                   index = uint64_t(i)](const RunContext&) { apply_op(*op, index, data); },
+                  Device::cpu(), reads, {vars[ops[i].write]});
     apply_op(ops[i], i, reference.data());
     if (i % 250 == 249) {
       uint32_t v = ops[i - static_cast<int>(rng() % 5)].write;
