@@ -15,9 +15,18 @@ Arena::Arena(std::shared_ptr<Allocator> allocator, size_t capacity) : Arena(std:
 
 bool Arena::reserve(size_t capacity) {
   if (block_ && capacity <= capacity_) return false;
-  block_.reset();  // give the old block back first: the pool may hand it out again at once
-  capacity_ = 0;
-  block_ = allocator_->allocate(capacity, kDefaultAlignment);
+  DataPtr grown;
+  try {
+    grown = allocator_->allocate(capacity, kDefaultAlignment);
+  } catch (const OutOfMemory&) {
+    if (!block_) throw;
+    // Both blocks do not fit together: give the old one back and try once more. If that fails
+    // too the arena is left empty (capacity 0), never half-valid.
+    block_.reset();
+    capacity_ = 0;
+    grown = allocator_->allocate(capacity, kDefaultAlignment);
+  }
+  block_ = std::move(grown);
   capacity_ = capacity;
   return true;
 }

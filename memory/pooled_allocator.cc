@@ -75,9 +75,11 @@ struct PooledAllocator::Block {
   Block* free_next = nullptr;
   DataPtr segment;  // set on a segment's first block: owns the upstream memory
   Stream stream;    // where it was last used
-  Event event;      // recorded at free time on a device with streams
+  // Recorded at free time on a device with streams; shared by the pieces of a split block.
+  std::shared_ptr<Event> event;
   bool event_pending = false;
   bool allocated = false;
+  bool free_listed = false;  // best fit: in a free bin
   bool small_pool = false;
   bool direct = false;  // over-aligned: bypasses the cache
 
@@ -89,9 +91,18 @@ using Block = PooledAllocator::Block;
 
 // A block may serve `stream` at once if it was last used there; otherwise only once the event
 // recorded when it was freed has completed.
+bool quiescent(const Block* block) { return !block->event_pending || block->event->query(); }
+
 bool usable_on(const Block* block, const Stream& stream) {
-  if (block->stream.handle == stream.handle) return true;
-  return !block->event_pending || block->event.query();
+  return block->stream.handle == stream.handle || quiescent(block);
+}
+
+// Two free neighbours can become one block when they were last used on the same stream (the
+// newer free-time event covers both), or when all work before both frees has completed.
+bool mergeable(const Block* block, const Block* other) {
+  if (other == nullptr || other->allocated) return false;
+  if (other->stream.handle == block->stream.handle) return true;
+  return quiescent(block) && quiescent(other);
 }
 
 // Best-fit free blocks of one pool (small or large) in size bins with a non-empty bitmap.
@@ -106,6 +117,7 @@ struct FreeBins {
     if (heads[bin] != nullptr) heads[bin]->free_prev = block;
     heads[bin] = block;
     nonempty[bin / 64] |= uint64_t{1} << (bin % 64);
+    block->free_listed = true;
   }
   void erase(Block* block) {
     int bin = bin_index(block->size);
@@ -116,6 +128,7 @@ struct FreeBins {
     }
     if (block->free_next != nullptr) block->free_next->free_prev = block->free_prev;
     block->free_prev = block->free_next = nullptr;
+    block->free_listed = false;
     if (heads[bin] == nullptr) nonempty[bin / 64] &= ~(uint64_t{1} << (bin % 64));
   }
   int next_nonempty(int from) const {
@@ -199,6 +212,8 @@ struct PooledAllocator::Shard {
     return block;
   }
   void recycle(Block* block) {
+    block->event.reset();
+    block->event_pending = false;
     block->free_next = spare_blocks;
     spare_blocks = block;
   }
@@ -353,6 +368,8 @@ PooledAllocator::Block* PooledAllocator::allocate_block(Shard& shard, size_t rou
       rest->shard = &shard;
       rest->small_pool = block->small_pool;
       rest->stream = block->stream;
+      rest->event = block->event;  // the tail's memory was freed under the same event
+      rest->event_pending = block->event_pending;
       rest->prev = block;
       rest->next = block->next;
       if (rest->next != nullptr) rest->next->prev = rest;
@@ -362,10 +379,8 @@ PooledAllocator::Block* PooledAllocator::allocate_block(Shard& shard, size_t rou
       shard.cached += rest->size;
     }
   }
-  if (block->event_pending) {
-    block->event = Event();
-    block->event_pending = false;
-  }
+  block->event.reset();
+  block->event_pending = false;
   block->stream = stream;
   block->allocated = true;
   block->requested = requested;
@@ -393,6 +408,9 @@ PooledAllocator::Block* PooledAllocator::upstream_allocate(Shard& shard, size_t 
   } catch (const OutOfMemory&) {
     unreserve(segment_size);
     return nullptr;
+  } catch (...) {
+    unreserve(segment_size);
+    throw;
   }
   Block* block = new Block();
   block->ptr = static_cast<char*>(memory.get());
@@ -410,19 +428,31 @@ DataPtr PooledAllocator::allocate_impl(size_t bytes, const Stream& stream, size_
   Shard& shard = arena_for_thread();
   Block* block = nullptr;
   if (align > kSegmentAlignment) {
-    // Over-aligned requests bypass the cache: one upstream allocation each.
+    // Over-aligned requests bypass the cache: one upstream allocation each, with the same
+    // release-and-retry on failure as every other miss.
     const size_t size = detail::round_up(rounded, align);
-    if (!reserve(size)) {
+    DataPtr memory;
+    for (int attempt = 0; attempt < 2 && !memory; ++attempt) {
+      if (reserve(size)) {
+        try {
+          memory = upstream_->allocate(size, align);
+        } catch (const OutOfMemory&) {
+          unreserve(size);
+        } catch (...) {
+          unreserve(size);
+          throw;
+        }
+      }
+      if (!memory && attempt == 0) {
+        oom_recoveries_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics
+        for (auto& other : arenas_) release_arena_cache(*other);
+      }
+    }
+    if (!memory) {
       WEFT_THROW(OutOfMemory) << name() << ": out of memory allocating "
                               << detail::format_bytes(bytes) << " (" << bytes
-                              << " bytes): over the limit; " << describe();
-    }
-    DataPtr memory;
-    try {
-      memory = upstream_->allocate(size, align);
-    } catch (...) {
-      unreserve(size);
-      throw;
+                              << " bytes, alignment " << align << ") after releasing the cache; "
+                              << describe();
     }
     block = new Block();
     block->ptr = static_cast<char*>(memory.get());
@@ -492,6 +522,42 @@ void PooledAllocator::trace_counters() const {
   profiler_->record_counter(track_reserved_, static_cast<double>(s.reserved_bytes));
 }
 
+// Merges a free block (not in a bin) with its free neighbours where allowed; returns the
+// result. Requires the shard's lock.
+PooledAllocator::Block* PooledAllocator::merge_neighbours(Shard& shard, void* bins_ptr, Block* block) {
+  FreeBins& bins = *static_cast<FreeBins*>(bins_ptr);
+  auto absorb_event = [](Block* into, Block* from) {
+    // Keep the event that covers the most work: a pending one, the newer on the same stream.
+    if (from->event_pending && (!into->event_pending || from->stream.handle == into->stream.handle)) {
+      into->event = std::move(from->event);
+      into->event_pending = true;
+    }
+  };
+  if (mergeable(block, block->next)) {
+    Block* next = block->next;
+    bins.erase(next);
+    shard.cached -= next->size;
+    if (!block->event_pending) absorb_event(block, next);
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next != nullptr) block->next->prev = block;
+    shard.recycle(next);
+  }
+  if (mergeable(block, block->prev)) {
+    Block* prev = block->prev;
+    bins.erase(prev);
+    shard.cached -= prev->size;
+    absorb_event(prev, block);
+    if (block->stream.handle != prev->stream.handle) prev->stream = block->stream;
+    prev->size += block->size;
+    prev->next = block->next;
+    if (prev->next != nullptr) prev->next->prev = prev;
+    shard.recycle(block);
+    block = prev;
+  }
+  return block;
+}
+
 void PooledAllocator::free_block(void* context, void*, size_t) noexcept {
   auto* block = static_cast<Block*>(context);
   block->shard->pool->free_block_impl(block);
@@ -513,12 +579,12 @@ void PooledAllocator::free_block_impl(Block* block) noexcept {
     return;
   }
   bool record = false;
-  Event event;
+  std::shared_ptr<Event> event;
   if (device_api_ != nullptr) {
     // The block may serve another stream only after the work queued before this free.
     try {
-      event = device_api_->create_event(block->stream.device);
-      event.record(block->stream);
+      event = std::make_shared<Event>(device_api_->create_event(block->stream.device));
+      event->record(block->stream);
       record = true;
     } catch (...) {
       try {
@@ -543,34 +609,7 @@ void PooledAllocator::free_block_impl(Block* block) noexcept {
       shard.cached += block->size;
     } else {
       FreeBins& bins = block->small_pool ? shard.small_free : shard.large_free;
-      // Merge with free neighbours last used on the same stream (the newer event covers both).
-      auto mergeable = [&](Block* other) {
-        return other != nullptr && !other->allocated &&
-               other->stream.handle == block->stream.handle;
-      };
-      if (mergeable(block->next)) {
-        Block* next = block->next;
-        bins.erase(next);
-        shard.cached -= next->size;
-        block->size += next->size;
-        block->next = next->next;
-        if (block->next != nullptr) block->next->prev = block;
-        shard.recycle(next);
-      }
-      if (mergeable(block->prev)) {
-        Block* prev = block->prev;
-        bins.erase(prev);
-        shard.cached -= prev->size;
-        prev->size += block->size;
-        prev->next = block->next;
-        if (prev->next != nullptr) prev->next->prev = prev;
-        if (block->event_pending) {
-          prev->event = std::move(block->event);
-          prev->event_pending = true;
-        }
-        shard.recycle(block);
-        block = prev;
-      }
+      block = merge_neighbours(shard, &bins, block);
       bins.insert(block);
       shard.cached += block->size;
     }
@@ -579,6 +618,30 @@ void PooledAllocator::free_block_impl(Block* block) noexcept {
 }
 
 void PooledAllocator::release_arena_cache(Shard& shard) {
+  // Wait for the work behind every pending free-time event first, so that free neighbours last
+  // used on different streams can merge back into whole segments.
+  std::vector<std::shared_ptr<Event>> pending;
+  {
+    std::lock_guard<detail::SpinLock> lock(shard.lock);
+    auto collect = [&](Block* block) {
+      if (block->event_pending) pending.push_back(block->event);
+    };
+    if (config_.strategy != PoolStrategy::kBestFit) {
+      for (auto& list : shard.pow2_free)
+        for (Block* block : list) collect(block);
+      for (auto& entry : shard.sized_free)
+        for (Block* block : entry.second) collect(block);
+    } else {
+      shard.small_free.for_each(collect);
+      shard.large_free.for_each(collect);
+    }
+  }
+  for (auto& event : pending) {
+    try {
+      event->synchronize();
+    } catch (...) {
+    }
+  }
   std::vector<Block*> released;
   {
     std::lock_guard<detail::SpinLock> lock(shard.lock);
@@ -591,8 +654,24 @@ void PooledAllocator::release_arena_cache(Shard& shard) {
       for (auto& entry : shard.sized_free) take(entry.second);
       shard.sized_free.clear();
     } else {
-      // Only whole segments (a free head with no neighbour) can go back upstream.
       for (FreeBins* bins : {&shard.small_free, &shard.large_free}) {
+        std::vector<Block*> blocks;
+        bins->for_each([&](Block* block) {
+          if (block->event_pending && block->event->query()) {
+            block->event.reset();  // the work behind it is done
+            block->event_pending = false;
+          }
+          blocks.push_back(block);
+        });
+        for (Block* block : blocks) {
+          if (!block->free_listed) continue;  // merged into a neighbour already
+          bins->erase(block);
+          shard.cached -= block->size;
+          block = merge_neighbours(shard, bins, block);
+          bins->insert(block);
+          shard.cached += block->size;
+        }
+        // Only whole segments (a free head with no neighbour) can go back upstream.
         bins->for_each([&](Block* block) {
           if (block->is_segment_head() && block->next == nullptr) {
             bins->erase(block);
@@ -607,9 +686,9 @@ void PooledAllocator::release_arena_cache(Shard& shard) {
     }
   }
   for (Block* block : released) {
-    if (block->event_pending) {
+    if (block->event_pending && !block->event->query()) {
       try {
-        block->event.synchronize();
+        block->event->synchronize();
       } catch (...) {
       }
     }

@@ -123,6 +123,7 @@ class PooledAllocator final : public Allocator {
   bool reserve(size_t bytes);
   void unreserve(size_t bytes);
   void release_arena_cache(Shard& arena);
+  Block* merge_neighbours(Shard& shard, void* bins, Block* block);
   static void free_block(void* context, void* ptr, size_t size) noexcept;
   void trace_counters() const;
   void free_block_impl(Block* block) noexcept;

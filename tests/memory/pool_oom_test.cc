@@ -179,7 +179,7 @@ TEST(PoolOutOfMemoryTest, OverAlignedRequestOverTheLimitThrowsNamingTheSize) {
 // request (alignment > 512) bypasses the cache and throws at once when over the limit or when
 // the upstream fails; it neither releases the cache nor retries, contrary to the class contract
 // ("On upstream failure or when over the limit it releases the cache and retries once").
-TEST(PoolOutOfMemoryTest, DISABLED_OverAlignedRequestReleasesTheCacheWhenOverTheLimit) {
+TEST(PoolOutOfMemoryTest, OverAlignedRequestReleasesTheCacheWhenOverTheLimit) {
   PoolConfig config = pool_config(PoolStrategy::kExact);
   config.limit_bytes = 8 * MiB;
   PooledAllocator pool(cpu_allocator(), config);
@@ -192,7 +192,7 @@ TEST(PoolOutOfMemoryTest, DISABLED_OverAlignedRequestReleasesTheCacheWhenOverThe
 // Known bug, disabled until fixed: an over-aligned request whose upstream allocation fails
 // rethrows the upstream's error, which names neither the pool nor its state (and the cache is
 // not released first).
-TEST(PoolOutOfMemoryTest, DISABLED_OverAlignedRequestWithAFailingUpstreamNamesThePoolState) {
+TEST(PoolOutOfMemoryTest, OverAlignedRequestWithAFailingUpstreamNamesThePoolState) {
   auto upstream = std::make_shared<BudgetAllocator>(4 * MiB);
   PooledAllocator pool(upstream, pool_config(PoolStrategy::kBestFit));
   expect_pool_oom([&] { DataPtr big = pool.allocate(5 * MiB, 4096); }, 5 * MiB, pool);
@@ -210,7 +210,7 @@ class ThrowingAllocator final : public Allocator {
 // propagates (fine) but the bytes reserved for the segment are never given back, so
 // reserved_bytes stays inflated for good and, with a limit, the pool eventually refuses every
 // request.
-TEST(PoolOutOfMemoryTest, DISABLED_UpstreamErrorOtherThanOutOfMemoryLeavesNothingReserved) {
+TEST(PoolOutOfMemoryTest, UpstreamErrorOtherThanOutOfMemoryLeavesNothingReserved) {
   PooledAllocator pool(std::make_shared<ThrowingAllocator>(), pool_config(PoolStrategy::kBestFit));
   EXPECT_THROW(pool.allocate(1000), std::bad_alloc);
   EXPECT_EQ(pool.stats().reserved_bytes, 0u);

@@ -130,7 +130,7 @@ TEST_P(PoolStreamTest, FreeWithoutAnEventWaitsForTheStreamSoAnyStreamMayReuseThe
 // splits a free block whose event is pending for a request on the same stream, the split-off
 // rest loses the event, so another stream can take memory that work queued before the free may
 // still use.
-TEST(PoolStreamBugTest, DISABLED_SplitOffRestKeepsThePendingEventOfItsFree) {
+TEST(PoolStreamBugTest, SplitOffRestKeepsThePendingEventOfItsFree) {
   FakeDeviceAPI api;
   PoolConfig config = pool_config(PoolStrategy::kBestFit);
   config.device_api = &api;
@@ -153,7 +153,7 @@ TEST(PoolStreamBugTest, DISABLED_SplitOffRestKeepsThePendingEventOfItsFree) {
 // free block last used on S leaves a rest marked S; when T frees its part the two never merge,
 // so the segment can never go back upstream (empty_cache, out-of-memory recovery) although
 // nothing in it is in use. Needs no fake device: plain CPU memory with two stream handles.
-TEST(PoolStreamBugTest, DISABLED_FreedNeighboursOfDifferentStreamsMergeOnceTheirWorkIsDone) {
+TEST(PoolStreamBugTest, FreedNeighboursOfDifferentStreamsMergeOnceTheirWorkIsDone) {
   PooledAllocator pool(cpu_allocator(), pool_config(PoolStrategy::kBestFit));
   DataPtr a = pool.allocate_on(4 * KiB, kStreamS);  // a 2 MiB segment, last used on S
   a.reset();
