@@ -283,16 +283,19 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   if (op->inherited || !op->has_body) return complete(op, nullptr, true);
   std::exception_ptr error;
   if (op->async) {
+    // Note [Async body lifetime]: the callback may run (on another thread) before the body
+    // returns; the block and the body's captures live until both have happened.
+    op->async_refs.store(2, std::memory_order_relaxed);
     {
       detail::OperationScope scope;
       try {
         op->body.async(context, CallbackOnComplete(&ThreadedEngine::complete_async, this, op));
-        return nullptr;  // completes through the callback, possibly already done
       } catch (...) {
         error = std::current_exception();
       }
     }
-    complete(op, std::move(error), false);
+    if (error) complete(op, std::move(error), false);  // it must not have called back
+    release_async_ref(op);
     return nullptr;
   }
   {
@@ -341,9 +344,19 @@ void ThreadedEngine::release_write(Var* var, bool bump_version, ReadyList& ready
   }
 }
 
+void ThreadedEngine::release_async_ref(OprBlock* op) {
+  // acq_rel: the last holder sees everything the other did with the block before freeing it.
+  if (op->async_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    op->reset_body();
+    ObjectPool<OprBlock>::destroy(op);
+  }
+}
+
 OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool may_run_inline) {
-  // Captures go first, so what they hold (buffers, handles) is released before dependents run.
-  op->reset_body();
+  // Captures go first, so what they hold (buffers, handles) is released before dependents run;
+  // an asynchronous body may still be running, so its captures wait for it to return.
+  const bool async_body = op->async_refs.load(std::memory_order_relaxed) != 0;
+  if (!async_body) op->reset_body();
   std::shared_ptr<detail::ErrorSlot> error_slot;
   if (error) {
     error_slot = failures_.record_failure(std::move(error), op->name);
@@ -408,7 +421,11 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
       dispatch(successor);
     }
   }
-  ObjectPool<OprBlock>::destroy(op);
+  if (async_body) {
+    release_async_ref(op);
+  } else {
+    ObjectPool<OprBlock>::destroy(op);
+  }
   finish_pending();  // last: the engine may be destroyed once pending_ reaches zero
   return next;
 }

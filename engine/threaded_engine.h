@@ -44,6 +44,7 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   detail::OprBlock* execute(detail::OprBlock* op, const RunContext& context);
   detail::OprBlock* complete(detail::OprBlock* op, std::exception_ptr error, bool may_run_inline);
   static void complete_async(void* engine, void* op, std::exception_ptr error);
+  static void release_async_ref(detail::OprBlock* op);
   void release_read(Var* var, ReadyList& ready);
   void release_write(Var* var, bool bump_version, ReadyList& ready);
   void finish_pending();

@@ -68,7 +68,9 @@ struct OprBlock {
   OpKind kind = OpKind::kUser;
   bool async = false;
   FnProperty property = FnProperty::kNormal;
-  bool completed = false;  ///< debug: set once on completion
+  /// Asynchronous operations: 2 while running (the body's return and the completion callback
+  /// each hold one); whoever drops the last frees the block (Note [Async body lifetime]).
+  std::atomic<int8_t> async_refs{0};
   int32_t priority = 0;
   uint32_t num_slots = 0;
   bool has_body = false;

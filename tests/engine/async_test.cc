@@ -45,11 +45,11 @@ TEST_P(AsyncTest, AsyncOpCompletedFromForeignThreadReleasesDependents) {
   VarHandle v = engine_->new_var();
   engine_->push_async(
       [&](const RunContext&, CallbackOnComplete done) {
-        completers.add(std::thread([&completed, done] {
+        completers.spawn([&completed, done] {
           std::this_thread::sleep_for(std::chrono::milliseconds(30));
           completed.store(1);
           done();
-        }));
+        });
       },
       Device::cpu(), {}, {v}, FnProperty::kAsync);
   auto dependent = [&](const RunContext&) {
@@ -137,11 +137,11 @@ TEST_P(AsyncTest, CompleterThreadMayPushBeforeCompleting) {
   run_with_deadline("async op whose completer pushes", [&] {
     engine_->push_async(
         [&](const RunContext&, CallbackOnComplete done) {
-          completers.add(std::thread([&, done] {
+          completers.spawn([&, done] {
             engine_->push([&](const RunContext&) { follow_up_ran.fetch_add(1); }, Device::cpu(), {},
                           {follow_up});
             done();
-          }));
+          });
         },
         Device::cpu(), {}, {v});
     engine_->wait_for_all();
@@ -173,11 +173,11 @@ TEST_P(ThreadedAsyncTest, WaitForVarReturnsOnlyAfterAsyncCompletion) {
   VarHandle v = engine_->new_var();
   engine_->push_async(
       [&](const RunContext&, CallbackOnComplete done) {
-        completers.add(std::thread([&, done] {
+        completers.spawn([&, done] {
           release.wait_for(kHangLimit);
           completed.store(1);
           done();
-        }));
+        });
       },
       Device::cpu(), {}, {v});
   engine_->push([&](const RunContext&) { dependent_ran.store(completed.load() + 1); },

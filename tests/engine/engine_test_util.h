@@ -134,6 +134,15 @@ class ThreadCollector {
     std::lock_guard<std::mutex> lock(mutex_);
     threads_.push_back(std::move(thread));
   }
+  /// Starts a thread running `fn` and keeps it, all under the lock: join_all() cannot run (and
+  /// the collector cannot be destroyed) before spawn has finished touching it, even when the new
+  /// thread completes an operation that lets the test end. An async body that spawns its
+  /// completer must use this rather than add(std::thread(...)).
+  template <typename F>
+  void spawn(F&& fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.emplace_back(std::forward<F>(fn));
+  }
   void join_all() {
     std::vector<std::thread> threads;
     {

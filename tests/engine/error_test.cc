@@ -76,10 +76,10 @@ class ErrorTest : public EngineTest {
       case FailureKind::kAsyncErrorFromThread:
         engine_->push_async(
             [this, message](const RunContext&, CallbackOnComplete done) {
-              completers_.add(std::thread([message, done] {
+              completers_.spawn([message, done] {
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
                 done(std::make_exception_ptr(TestFailure(message)));
-              }));
+              });
             },
             Device::cpu(), reads, writes);
         break;

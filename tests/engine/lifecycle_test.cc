@@ -128,11 +128,11 @@ TEST_P(LifecycleTest, DestructionWaitsForAsyncOpCompletedElsewhere) {
   VarHandle v = engine_->new_var();
   engine_->push_async(
       [&](const RunContext&, CallbackOnComplete done) {
-        completers.add(std::thread([&completed, done] {
+        completers.spawn([&completed, done] {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           completed.store(1);
           done();
-        }));
+        });
       },
       Device::cpu(), {}, {v});
   engine_->push([&](const RunContext&) { dependent_saw.store(completed.load() + 1); },
