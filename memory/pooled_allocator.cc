@@ -166,7 +166,8 @@ struct FreeBins {
 };
 }  // namespace
 
-struct PooledAllocator::Shard {
+// Aligned to a cache line: shards are written on every allocation by different threads.
+struct alignas(64) PooledAllocator::Shard {
   PooledAllocator* pool = nullptr;
   detail::SpinLock lock;
   // kExact / kRound: cached whole blocks by rounded size (powers of two in a direct table).
@@ -247,6 +248,7 @@ PooledAllocator::PooledAllocator(std::shared_ptr<Allocator> upstream, PoolConfig
   WEFT_CHECK(config_.arenas >= 0 && config_.arenas <= 256)
       << "PooledAllocator: arenas must be in [0, 256], got " << config_.arenas;
   const Device dev = upstream_->device();
+  device_ = dev;
   device_api_ = config_.device_api;
   if (device_api_ == nullptr && dev.type == DeviceType::kCUDA) {
     device_api_ = DeviceAPI::try_get(dev.type);
@@ -284,7 +286,7 @@ PooledAllocator::~PooledAllocator() {
   empty_cache();
 }
 
-Device PooledAllocator::device() const { return upstream_->device(); }
+Device PooledAllocator::device() const { return device_; }
 
 std::string PooledAllocator::name() const {
   return std::string("pooled(") + upstream_->name() + ", " + pool_strategy_name(config_.strategy) +
@@ -395,7 +397,7 @@ PooledAllocator::Block* PooledAllocator::upstream_allocate(Shard& shard, size_t 
     small = rounded <= kSmallSize;
     if (small) {
       segment_size = kSmallBuffer;
-    } else if (rounded < kMinLargeAlloc) {
+    } else if (config_.large_buffer_segments && rounded < kMinLargeAlloc) {
       segment_size = kLargeBuffer;
     } else {
       segment_size = detail::round_up(rounded, kRoundLarge);
@@ -480,6 +482,9 @@ DataPtr PooledAllocator::allocate_impl(size_t bytes, const Stream& stream, size_
         }
       }
       // Miss: a new segment from upstream, outside the lock (cudaMalloc can take milliseconds).
+      if (config_.release_on_miss && config_.strategy == PoolStrategy::kBestFit && attempt == 0) {
+        release_arena_cache(shard);
+      }
       Block* segment = upstream_allocate(shard, rounded, stream);
       if (segment != nullptr) {
         std::lock_guard<detail::SpinLock> lock(shard.lock);

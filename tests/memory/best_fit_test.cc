@@ -157,3 +157,48 @@ TEST(BestFitTest, EmptyCacheKeepsSegmentsWithBlocksInUse) {
 
 }  // namespace
 }  // namespace weft
+
+// ---- the default segment policy and release-on-miss -------------------------------------------
+
+namespace weft {
+namespace {
+
+using testing::BudgetAllocator;
+using testing::KiB;
+using testing::MiB;
+using testing::pool_config;
+
+TEST(BestFitSegmentPolicyTest, LargeSegmentIsTheRequestRoundedToTwoMiBByDefault) {
+  auto upstream = std::make_shared<BudgetAllocator>(size_t{1} << 40);
+  PoolConfig config = pool_config(PoolStrategy::kBestFit);
+  config.large_buffer_segments = false;  // the default
+  PooledAllocator pool(upstream, config);
+  DataPtr a = pool.allocate(3 * MiB + 1);   // 1 MiB < request < 10 MiB: 4 MiB, not 20 MiB
+  DataPtr b = pool.allocate(12 * MiB);      // already a multiple of 2 MiB
+  DataPtr c = pool.allocate(512 * KiB);     // small pool: a 2 MiB segment
+  EXPECT_EQ(upstream->requests(), (std::vector<size_t>{4 * MiB, 12 * MiB, 2 * MiB}));
+  EXPECT_EQ(pool.stats().reserved_bytes, 18 * MiB);
+  EXPECT_EQ(PoolConfig{}.large_buffer_segments, false);
+}
+
+TEST(BestFitSegmentPolicyTest, ReleaseOnMissReturnsWholeFreeSegmentsBeforeGrowing) {
+  // Activations that grow: a freed 4 MiB segment cannot hold the next 8 MiB request. Without
+  // release_on_miss it stays cached (reserved 12 MiB for 8 MiB live); with it, it goes back.
+  for (bool release : {false, true}) {
+    auto upstream = std::make_shared<BudgetAllocator>(size_t{1} << 40);
+    PoolConfig config = pool_config(PoolStrategy::kBestFit);
+    config.large_buffer_segments = false;
+    config.release_on_miss = release;
+    PooledAllocator pool(upstream, config);
+    pool.allocate(4 * MiB).reset();
+    DataPtr big = pool.allocate(8 * MiB);
+    PoolStats s = pool.stats();
+    EXPECT_EQ(s.in_use_bytes, 8 * MiB);
+    EXPECT_EQ(s.reserved_bytes, release ? 8 * MiB : 12 * MiB) << "release_on_miss=" << release;
+    EXPECT_EQ(s.upstream_frees, release ? 1u : 0u);
+    EXPECT_EQ(upstream->live_bytes(), s.reserved_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace weft

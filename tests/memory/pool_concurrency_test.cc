@@ -196,6 +196,7 @@ TEST(PoolHammerTest, ConcurrentOutOfMemoryRecoveryLeaksNothing) {
   config.strategy = PoolStrategy::kBestFit;
   config.trace_counters = false;
   config.arenas = 4;
+  config.large_buffer_segments = true;
   PooledAllocator pool(upstream, config);
   const int iterations = scaled(400, 60);
   Findings findings;
