@@ -50,7 +50,10 @@ std::shared_ptr<Allocator> make_cuda_allocator(int ordinal);
 
 namespace detail {
 /// Validates an alignment and returns the effective one (>= kDefaultAlignment).
-size_t effective_alignment(size_t alignment);
+size_t checked_alignment(size_t alignment);
+inline size_t effective_alignment(size_t alignment) {
+  return alignment == kDefaultAlignment ? kDefaultAlignment : checked_alignment(alignment);
+}
 /// Rounds `value` up to a multiple of `multiple` (a power of two), throwing on overflow.
 size_t round_up(size_t value, size_t multiple);
 /// "1.50 MiB"

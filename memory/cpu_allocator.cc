@@ -11,7 +11,7 @@ namespace weft {
 
 namespace detail {
 
-size_t effective_alignment(size_t alignment) {
+size_t checked_alignment(size_t alignment) {
   WEFT_CHECK(alignment != 0 && (alignment & (alignment - 1)) == 0)
       << "allocation alignment must be a power of two, got " << alignment;
   WEFT_CHECK(alignment <= (size_t{1} << 21))

@@ -100,7 +100,7 @@ bool usable_on(const Block* block, const Stream& stream) {
 // Two free neighbours can become one block when they were last used on the same stream (the
 // newer free-time event covers both), or when all work before both frees has completed.
 bool mergeable(const Block* block, const Block* other) {
-  if (other == nullptr || other->allocated) return false;
+  if (other == nullptr || !other->free_listed) return false;  // allocated, or in a fast bin
   if (other->stream.handle == block->stream.handle) return true;
   return quiescent(block) && quiescent(other);
 }
@@ -176,6 +176,13 @@ struct alignas(64) PooledAllocator::Shard {
   // kBestFit
   FreeBins small_free;
   FreeBins large_free;
+  // Note [Fast bins]: on a pool without stream events (the CPU), a freed best-fit block
+  // first goes to a fast bin by size, unmerged, and a request of the same size takes it back at
+  // once: no split, no merge (dlmalloc's fastbins). Any other request first merges every fast
+  // block into the bins ("consolidates"), and so does releasing the cache, so placement is the
+  // same exact best fit as without fast bins and the pool never grows because of them.
+  std::array<Block*, kNumBins> fast{};
+  size_t fast_blocks = 0;
   bool multi_stream = false;
   bool seen_stream = false;
   void* first_stream = nullptr;
@@ -188,7 +195,7 @@ struct alignas(64) PooledAllocator::Shard {
            upstream_frees = 0;
 
   std::vector<Block*>& sized_list(size_t rounded) {
-    if (std::has_single_bit(rounded)) return pow2_free[std::countr_zero(rounded)];
+    if ((rounded & (rounded - 1)) == 0) return pow2_free[std::countr_zero(rounded)];
     return sized_free[rounded];
   }
 
@@ -263,7 +270,10 @@ PooledAllocator::PooledAllocator(std::shared_ptr<Allocator> upstream, PoolConfig
     auto by_fraction = static_cast<size_t>(static_cast<double>(total) * config_.limit_fraction);
     limit_ = limit_ == 0 ? by_fraction : std::min(limit_, by_fraction);
   }
-  int shards = config_.arenas > 0 ? config_.arenas : std::min(cpu_core_count(), 8);
+  // A power of two, so a thread finds its shard with a mask rather than a division.
+  int shards = static_cast<int>(std::bit_ceil(static_cast<unsigned>(
+      config_.arenas > 0 ? config_.arenas : std::min(cpu_core_count(), 8))));
+  shard_mask_ = static_cast<uint32_t>(shards - 1);
   for (int i = 0; i < shards; ++i) {
     arenas_.push_back(std::make_unique<Shard>());
     arenas_.back()->pool = this;
@@ -306,7 +316,7 @@ size_t PooledAllocator::rounded_size(size_t bytes) const {
 }
 
 PooledAllocator::Shard& PooledAllocator::arena_for_thread() {
-  return *arenas_[thread_index() % arenas_.size()];
+  return *arenas_[thread_index() & shard_mask_];
 }
 
 DataPtr PooledAllocator::allocate(size_t bytes, size_t alignment) {
@@ -356,6 +366,24 @@ PooledAllocator::Block* PooledAllocator::allocate_block(Shard& shard, size_t rou
     shard.cached -= block->size;
   } else {
     const bool small = rounded <= kSmallSize;
+    if (shard.fast_blocks != 0) {
+      Block** link = &shard.fast[bin_index(rounded)];
+      for (Block* candidate = *link; candidate != nullptr; candidate = *link) {
+        if (candidate->size == rounded && candidate->stream.handle == stream.handle) {
+          *link = candidate->free_next;
+          candidate->free_next = nullptr;
+          --shard.fast_blocks;
+          shard.cached -= candidate->size;
+          candidate->allocated = true;
+          candidate->requested = requested;
+          return candidate;
+        }
+        link = &candidate->free_next;
+      }
+    }
+    // No block of exactly this size in a fast bin: merge them all first, so the search below is
+    // the same exact best fit as without fast bins.
+    if (shard.fast_blocks != 0) consolidate(shard);
     FreeBins& bins = small ? shard.small_free : shard.large_free;
     block = bins.best_fit(rounded, stream, shard.multi_stream);
     if (block == nullptr) return nullptr;
@@ -563,6 +591,24 @@ PooledAllocator::Block* PooledAllocator::merge_neighbours(Shard& shard, void* bi
   return block;
 }
 
+// Moves every fast-bin block into the bins, merging it with free neighbours (Note [Fast bins]).
+// Requires the shard's lock.
+void PooledAllocator::consolidate(Shard& shard) {
+  for (Block*& head : shard.fast) {
+    while (head != nullptr) {
+      Block* block = head;
+      head = block->free_next;
+      block->free_next = nullptr;
+      shard.cached -= block->size;
+      FreeBins& bins = block->small_pool ? shard.small_free : shard.large_free;
+      block = merge_neighbours(shard, &bins, block);
+      bins.insert(block);
+      shard.cached += block->size;
+    }
+  }
+  shard.fast_blocks = 0;
+}
+
 void PooledAllocator::free_block(void* context, void*, size_t) noexcept {
   auto* block = static_cast<Block*>(context);
   block->shard->pool->free_block_impl(block);
@@ -612,6 +658,13 @@ void PooledAllocator::free_block_impl(Block* block) noexcept {
     if (config_.strategy != PoolStrategy::kBestFit) {
       shard.sized_list(block->size).push_back(block);
       shard.cached += block->size;
+    } else if (!record) {
+      // Note [Fast bins]
+      Block*& head = shard.fast[bin_index(block->size)];
+      block->free_next = head;
+      head = block;
+      ++shard.fast_blocks;
+      shard.cached += block->size;
     } else {
       FreeBins& bins = block->small_pool ? shard.small_free : shard.large_free;
       block = merge_neighbours(shard, &bins, block);
@@ -659,6 +712,7 @@ void PooledAllocator::release_arena_cache(Shard& shard) {
       for (auto& entry : shard.sized_free) take(entry.second);
       shard.sized_free.clear();
     } else {
+      consolidate(shard);
       for (FreeBins* bins : {&shard.small_free, &shard.large_free}) {
         std::vector<Block*> blocks;
         bins->for_each([&](Block* block) {

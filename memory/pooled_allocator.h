@@ -57,7 +57,8 @@ struct PoolConfig {
   /// When both limits are set the smaller applies.
   double limit_fraction = 0.0;
   /// Independent sub-pools, each with its own lock; a thread uses one chosen by its index, so
-  /// threads do not contend on one lock. 0 = one per hardware thread, at most 8.
+  /// threads do not contend on one lock. 0 = one per hardware thread, at most 8. Rounded up to
+  /// a power of two.
   int arenas = 0;
   /// Events for cross-stream reuse; null = DeviceAPI::try_get(device type).
   DeviceAPI* device_api = nullptr;
@@ -132,6 +133,7 @@ class PooledAllocator final : public Allocator {
   void unreserve(size_t bytes);
   void release_arena_cache(Shard& arena);
   Block* merge_neighbours(Shard& shard, void* bins, Block* block);
+  void consolidate(Shard& shard);
   static void free_block(void* context, void* ptr, size_t size) noexcept;
   void trace_counters() const;
   void free_block_impl(Block* block) noexcept;
@@ -142,6 +144,7 @@ class PooledAllocator final : public Allocator {
   DeviceAPI* device_api_;
   size_t limit_ = 0;
   std::vector<std::unique_ptr<Shard>> arenas_;
+  uint32_t shard_mask_ = 0;
   alignas(64) std::atomic<size_t> reserved_{0};
   std::atomic<size_t> peak_reserved_{0};
   std::atomic<uint64_t> oom_recoveries_{0};
