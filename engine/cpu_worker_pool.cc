@@ -16,106 +16,134 @@ bool heap_less(const auto& a, const auto& b) {
 }
 }  // namespace
 
+ReadyQueue::ReadyQueue() : stub_(std::make_unique<OprBlock>()) {
+  tail_.store(stub_.get(), std::memory_order_relaxed);
+  head_ = stub_.get();
+}
+
+void ReadyQueue::push_node(OprBlock* node) {
+  node->next_ready.store(nullptr, std::memory_order_relaxed);
+  // seq_cst: pairs with the sleeper's seq_cst increment of sleepers_ and its load of tail_
+  // (Note [Spinning and wake-ups]).
+  OprBlock* previous = tail_.exchange(node, std::memory_order_seq_cst);
+  // release: the consumer that reads this link sees the operation's contents.
+  previous->next_ready.store(node, std::memory_order_release);
+}
+
+bool ReadyQueue::has_work() const {
+  // A pushed operation moves tail_ off the stub at once (seq_cst); the stub's link covers the
+  // moment after the consumer put the stub back behind the last element.
+  OprBlock* stub = stub_.get();
+  return tail_.load(std::memory_order_seq_cst) != stub ||
+         stub->next_ready.load(std::memory_order_acquire) != nullptr ||
+         heap_size_.load(std::memory_order_seq_cst) > 0;
+}
+
+void ReadyQueue::wake_one() {
+  std::lock_guard<std::mutex> lock(sleep_mutex_);
+  wake_.notify_one();
+}
+
 void ReadyQueue::push(OprBlock* op) {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (op->priority == 0) {
-      op->next_ready = nullptr;
-      if (fifo_tail_ != nullptr) {
-        fifo_tail_->next_ready = op;
-      } else {
-        fifo_head_ = op;
-      }
-      fifo_tail_ = op;
-    } else {
-      heap_.push_back({op->priority, sequence_++, op});
-      std::push_heap(heap_.begin(), heap_.end(), [](auto& a, auto& b) { return heap_less(a, b); });
-    }
-    // relaxed: a hint only; the queue itself is read under the mutex.
-    size_.fetch_add(1, std::memory_order_relaxed);
-    // seq_cst load: ordered after the append by the mutex; a spinner that stops spinning either
-    // is counted here or takes the lock after us and sees the operation (Note [Spinning and
-    // wake-ups]).
-    wake = sleepers_ > 0 && spinning_.load() == 0;
-  }
-  if (wake) wake_.notify_one();
-}
-
-bool ReadyQueue::take(OprBlock** out) {
-  auto pop_heap = [&] {
-    std::pop_heap(heap_.begin(), heap_.end(), [](auto& a, auto& b) { return heap_less(a, b); });
-    *out = heap_.back().op;
-    heap_.pop_back();
-  };
-  if (!heap_.empty() && heap_.front().priority > 0) {
-    pop_heap();
-  } else if (fifo_head_ != nullptr) {
-    *out = fifo_head_;
-    fifo_head_ = fifo_head_->next_ready;
-    if (fifo_head_ == nullptr) fifo_tail_ = nullptr;
-  } else if (!heap_.empty()) {
-    pop_heap();
+  if (op->priority == 0) {
+    push_node(op);
   } else {
-    return false;
+    std::lock_guard<std::mutex> lock(heap_mutex_);
+    heap_.push_back({op->priority, sequence_++, op});
+    std::push_heap(heap_.begin(), heap_.end(), [](auto& a, auto& b) { return heap_less(a, b); });
+    heap_size_.fetch_add(1, std::memory_order_seq_cst);
   }
-  size_.fetch_sub(1, std::memory_order_relaxed);
-  return true;
+  if (sleepers_.load(std::memory_order_seq_cst) > 0 &&
+      spinning_.load(std::memory_order_seq_cst) == 0) {
+    wake_one();
+  }
 }
 
-OprBlock* ReadyQueue::take_and_propagate() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  OprBlock* op = nullptr;
-  if (!take(&op)) return nullptr;
-  // Work left and nobody spinning: pass the baton to a sleeper.
-  bool wake = size_.load(std::memory_order_relaxed) > 0 && sleepers_ > 0 && spinning_.load() == 0;
-  lock.unlock();
-  if (wake) wake_.notify_one();
-  return op;
+// Vyukov's pop, for one consumer at a time. Returns null when empty or when a producer is
+// between its exchange and its link (the caller retries).
+OprBlock* ReadyQueue::try_pop_fifo() {
+  OprBlock* stub = stub_.get();
+  OprBlock* head = head_;
+  OprBlock* next = head->next_ready.load(std::memory_order_acquire);
+  if (head == stub) {
+    if (next == nullptr) return nullptr;
+    head_ = next;
+    head = next;
+    next = next->next_ready.load(std::memory_order_acquire);
+  }
+  if (next != nullptr) {
+    head_ = next;
+    return head;
+  }
+  if (head != tail_.load(std::memory_order_acquire)) return nullptr;
+  push_node(stub);  // head is the last element: put the stub behind it, then take head
+  next = head->next_ready.load(std::memory_order_acquire);
+  if (next != nullptr) {
+    head_ = next;
+    return head;
+  }
+  return nullptr;
 }
 
-OprBlock* ReadyQueue::pop() {
-  if (size_.load(std::memory_order_relaxed) > 0) {
-    if (OprBlock* op = take_and_propagate()) return op;
+OprBlock* ReadyQueue::try_take() {
+  auto take_heap = [&](bool positive_only) -> OprBlock* {
+    if (heap_size_.load(std::memory_order_acquire) == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(heap_mutex_);
+    if (heap_.empty() || (positive_only && heap_.front().priority <= 0)) return nullptr;
+    std::pop_heap(heap_.begin(), heap_.end(), [](auto& a, auto& b) { return heap_less(a, b); });
+    OprBlock* op = heap_.back().op;
+    heap_.pop_back();
+    heap_size_.fetch_sub(1, std::memory_order_seq_cst);
+    return op;
+  };
+  if (OprBlock* op = take_heap(true)) return op;
+  {
+    std::lock_guard<detail::SpinLock> lock(consumer_lock_);
+    if (OprBlock* op = try_pop_fifo()) return op;
   }
-  // Spin before sleeping: new work usually arrives within microseconds, and a futex sleep and
-  // wake-up cost more than that.
-  spinning_.fetch_add(1);
-  for (int spin = 0; spin < kSpinRounds; ++spin) {
-    if (size_.load(std::memory_order_relaxed) > 0) {
-      spinning_.fetch_sub(1);  // before taking: a push after this wakes a sleeper if needed
-      if (OprBlock* op = take_and_propagate()) return op;
-      spinning_.fetch_add(1);
-    }
-    if (spin < kPauseRounds) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  spinning_.fetch_sub(1);
-  std::unique_lock<std::mutex> lock(mutex_);
+  return take_heap(false);
+}
+
+OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
   for (;;) {
-    OprBlock* op;
-    if (take(&op)) {
-      bool wake = size_.load(std::memory_order_relaxed) > 0 && sleepers_ > 0 && spinning_.load() == 0;
-      lock.unlock();
-      if (wake) wake_.notify_one();
+    if (OprBlock* op = try_take()) {
+      if (sleepers_.load(std::memory_order_seq_cst) > 0 &&
+          spinning_.load(std::memory_order_seq_cst) == 0 && has_work()) {
+        wake_one();  // more queued and nobody spinning: pass it on
+      }
       return op;
     }
-    if (stopping_) return nullptr;
-    ++sleepers_;
-    wake_.wait(lock);
-    --sleepers_;
+    // Spin before sleeping: new work usually arrives within microseconds, and a futex sleep
+    // and wake-up cost more than that.
+    spinning_.fetch_add(1, std::memory_order_seq_cst);
+    bool found = false;
+    for (int spin = 0; spin < kSpinRounds && !found; ++spin) {
+      found = has_work();
+      if (found) break;
+      if (spin % 32 == 0) on_idle(false);
+      if (spin < kPauseRounds) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    spinning_.fetch_sub(1, std::memory_order_seq_cst);
+    if (found) continue;
+    on_idle(true);
+    std::unique_lock<std::mutex> lock(sleep_mutex_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    while (!has_work() && !stopping_.load(std::memory_order_acquire)) wake_.wait(lock);
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (!has_work() && stopping_.load(std::memory_order_acquire)) return nullptr;
   }
 }
 
 void ReadyQueue::shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    stopping_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
 }
@@ -141,7 +169,8 @@ void CpuWorkerPool::worker_main(int index) {
   t_current_pool = this;
   Profiler::global().set_thread_lane(lane_prefix_ + " " + std::to_string(index));
   RunContext context{Device::cpu(), Stream{Device::cpu(), nullptr}, index};
-  while (OprBlock* op = queue_.pop()) {
+  std::function<void(bool)> on_idle = [this](bool sleep) { runner_->worker_idle(sleep); };
+  while (OprBlock* op = queue_.pop(on_idle)) {
     context.device = op->device;
     context.stream.device = op->device;
     runner_->run(op, context);

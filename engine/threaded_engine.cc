@@ -41,6 +41,17 @@ namespace {
 // of such operations would otherwise recurse without bound; past this depth they go to a pool.
 constexpr int kMaxInlineAsyncDepth = 16;
 thread_local int t_async_depth = 0;
+
+// Note [Batched completion count]: a worker does not decrement pending_ once per operation (a
+// cache line every pushing thread also writes); it counts completions locally and subtracts them
+// in one step when it runs out of work (worker_idle) or after kCompletionBatch of them. A waiter
+// needs pending_ at zero, which happens only once every worker is idle, and so has flushed.
+constexpr int64_t kCompletionBatch = 256;
+struct CompletionBatch {
+  const void* engine = nullptr;
+  int64_t count = 0;
+};
+thread_local CompletionBatch t_completions;
 }  // namespace
 
 /// Operations made ready by one completion; a few inline, more on the heap.
@@ -211,7 +222,7 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
     const void* var = slots[bad].var;
     std::string op_name = op->name.str();
     ObjectPool<OprBlock>::destroy(op);
-    finish_pending();
+    finish_pending(1);
     WEFT_THROW(ValueError) << "push of operation '" << op_name << "': variable " << var << " "
                            << problem;
   }
@@ -426,28 +437,59 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   } else {
     ObjectPool<OprBlock>::destroy(op);
   }
-  finish_pending();  // last: the engine may be destroyed once pending_ reaches zero
+  // Last: the engine may be destroyed once pending_ reaches zero.
+  if (t_completions.engine == this) {
+    if (++t_completions.count >= kCompletionBatch) {
+      finish_pending(t_completions.count);
+      t_completions.count = 0;
+    }
+  } else {
+    finish_pending(1);
+  }
   return next;
 }
 
-void ThreadedEngine::finish_pending() {
+void ThreadedEngine::finish_pending(int64_t count) {
   // Note [Pending count and idle wait]
   int64_t previous = pending_.load(std::memory_order_relaxed);
   for (;;) {
-    if (previous == 1) {
+    if (previous == count) {
       std::lock_guard<std::mutex> lock(idle_mutex_);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_.notify_all();
+      if (pending_.fetch_sub(count, std::memory_order_acq_rel) == count) idle_.notify_all();
       return;
     }
     // acq_rel: part of the release sequence a waiter's acquire load of zero synchronises with.
-    if (pending_.compare_exchange_weak(previous, previous - 1, std::memory_order_acq_rel,
+    if (pending_.compare_exchange_weak(previous, previous - count, std::memory_order_acq_rel,
                                        std::memory_order_relaxed)) {
       return;
     }
   }
 }
 
+void ThreadedEngine::worker_idle(bool about_to_sleep) {
+  // Only pool workers call this, so only their completions are batched (Note [Batched
+  // completion count]); a thread that completes an asynchronous operation never waits to flush.
+  if (t_completions.engine != this) {
+    t_completions.engine = this;
+    t_completions.count = 0;
+  }
+  // An idle worker flushes when somebody waits for the count, or before it sleeps; a worker
+  // that merely caught up with a pushing thread keeps counting.
+  if (t_completions.count != 0 &&
+      (about_to_sleep || waiters_.load(std::memory_order_seq_cst) > 0)) {
+    int64_t count = t_completions.count;
+    t_completions.count = 0;
+    finish_pending(count);
+  }
+}
+
 void ThreadedEngine::wait_idle() {
+  // seq_cst: a spinning worker that checks waiters_ after this increment flushes its count.
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& waiters;
+    ~Leave() { waiters.fetch_sub(1, std::memory_order_seq_cst); }
+  } leave{waiters_};
   std::unique_lock<std::mutex> lock(idle_mutex_);
   auto idle = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   while (!idle_.wait_for(lock, std::chrono::seconds(30), idle)) {

@@ -47,7 +47,8 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   static void release_async_ref(detail::OprBlock* op);
   void release_read(Var* var, ReadyList& ready);
   void release_write(Var* var, bool bump_version, ReadyList& ready);
-  void finish_pending();
+  void finish_pending(int64_t count);
+  void worker_idle(bool about_to_sleep) override;
   void wait_idle();
 
   EngineConfig config_;
@@ -63,6 +64,7 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   std::atomic<int64_t> internal_pending_{0};     // pending wait_for_var / delete_var operations
   alignas(64) std::atomic<int64_t> vars_created_{0};
   alignas(64) std::atomic<int64_t> vars_destroyed_{0};
+  alignas(64) std::atomic<int> waiters_{0};  // threads in wait_idle
   alignas(64) std::mutex idle_mutex_;
   std::condition_variable idle_;
 };

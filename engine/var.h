@@ -84,7 +84,7 @@ struct OprBlock {
   } body;
   VarSlot* slots = inline_slots;
   VarSlot inline_slots[kInlineSlots];
-  OprBlock* next_ready = nullptr;  ///< link in a ready queue
+  std::atomic<OprBlock*> next_ready{nullptr};  ///< link in a ready queue
   OpName name;
   std::shared_ptr<ErrorSlot> inherited;  ///< set when skipped because an input carried an error
   // Profiling (only filled while the profiler is enabled).

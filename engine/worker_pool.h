@@ -5,11 +5,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/spin_lock.h"
 #include "engine/var.h"
 
 namespace weft::detail {
@@ -20,6 +22,9 @@ class OperationRunner {
  public:
   virtual ~OperationRunner() = default;
   virtual void run(OprBlock* op, const RunContext& context) = 0;
+  /// Called by a worker that found nothing to do: now and then while it spins, and with
+  /// `about_to_sleep` before it sleeps.
+  virtual void worker_idle(bool about_to_sleep) = 0;
 };
 
 /// A set of workers for one device (and property class). Thread-safe.
@@ -38,12 +43,26 @@ class WorkerPool {
 
 /// Ready operations of one pool: FIFO for priority 0, ordered by priority (highest first, FIFO
 /// among equals) otherwise; priority > 0 runs before the FIFO, priority < 0 after it.
-/// Sleeping workers are woken only when one is asleep. Thread-safe.
+/// Thread-safe.
+///
+/// Note [Ready queue]: the FIFO is an intrusive multi-producer queue (Vyukov's): a push is one
+/// atomic exchange and one store, so pushing threads never take a lock or wait for a worker.
+/// Workers take from it under a small spin lock of their own. Operations with a priority go to
+/// a mutex-protected heap (the rare case).
+///
+/// Note [Spinning and wake-ups]: a worker with nothing to do spins for a while before it sleeps.
+/// A push wakes a sleeper only when no worker is spinning (a futex wake costs microseconds, more
+/// than most operations). A sleeper counts itself in `sleepers_` and then looks at the queue once
+/// more; a pusher publishes its operation and then reads `sleepers_` (both sequentially
+/// consistent), so one of them always sees the other. A worker that takes an operation while
+/// more are queued wakes another sleeper if nobody spins, so queued work is never stranded.
 class ReadyQueue {
  public:
+  ReadyQueue();
   void push(OprBlock* op);
   /// Returns the next operation, blocking while empty; null once shut down and drained.
-  OprBlock* pop();
+  /// `on_idle(about_to_sleep)` runs while the queue is empty: every few spins, and before sleeping.
+  OprBlock* pop(const std::function<void(bool)>& on_idle);
   void shutdown();
 
  private:
@@ -52,25 +71,30 @@ class ReadyQueue {
     uint64_t sequence;
     OprBlock* op;
   };
-  bool take(OprBlock** out);  // requires mutex_
-  OprBlock* take_and_propagate();
+  OprBlock* try_take();
+  OprBlock* try_pop_fifo();  // requires consumer_lock_
+  void push_node(OprBlock* node);
+  bool has_work() const;
+  void wake_one();
   static constexpr int kPauseRounds = 64;
-  static constexpr int kSpinRounds = 2048;
+  static constexpr int kSpinRounds = 256;
 
-  // Note [Spinning and wake-ups]: a worker with nothing to do spins for a while before it
-  // sleeps. While one spins, pushes wake nobody (a futex wake costs microseconds, more than most
-  // operations); a spinner that finds work stops spinning first, and wakes a sleeper if work is
-  // left, so queued work is never stranded while a worker sleeps.
-  std::mutex mutex_;
+  // FIFO (Note [Ready queue]).
+  alignas(64) std::atomic<OprBlock*> tail_;
+  alignas(64) detail::SpinLock consumer_lock_;
+  OprBlock* head_;  // guarded by consumer_lock_
+  std::unique_ptr<OprBlock> stub_;
+  // Prioritised operations.
+  alignas(64) std::mutex heap_mutex_;
+  std::vector<Prioritised> heap_;  // guarded by heap_mutex_
+  uint64_t sequence_ = 0;          // guarded by heap_mutex_
+  std::atomic<int> heap_size_{0};
+  // Sleeping (Note [Spinning and wake-ups]).
+  alignas(64) std::mutex sleep_mutex_;
   std::condition_variable wake_;
-  OprBlock* fifo_head_ = nullptr;
-  OprBlock* fifo_tail_ = nullptr;
-  std::vector<Prioritised> heap_;
-  uint64_t sequence_ = 0;
-  int sleepers_ = 0;  // guarded by mutex_
-  bool stopping_ = false;
-  alignas(64) std::atomic<int64_t> size_{0};   // a hint for spinning workers
-  alignas(64) std::atomic<int> spinning_{0};   // workers in their spin phase
+  std::atomic<int> sleepers_{0};
+  std::atomic<int> spinning_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 /// CPU workers: `num_threads` threads sharing one ReadyQueue.
