@@ -56,15 +56,19 @@ class ObjectPool {
     if (owner == mine) {
       slot->next = owner->local_free;
       owner->local_free = slot;
-    } else {
-      Slot* head = owner->remote_free.load(std::memory_order_relaxed);
-      do {
-        slot->next = head;
-        // release: the owner's acquire exchange sees our writes to the slot (and, through the
-        // engine's own ordering, everything the object's last user did).
-      } while (!owner->remote_free.compare_exchange_weak(head, slot, std::memory_order_release,
-                                                         std::memory_order_relaxed));
+      return;
     }
+    // Objects of another thread's cache are gathered into a short chain and handed back with one
+    // CAS per kBatch objects, not one per object (each CAS moves the owner's cache line here).
+    RemoteBatch& batch = tls_batch_;
+    if (batch.owner != owner) {
+      flush(batch);
+      batch.owner = owner;
+    }
+    slot->next = batch.first;
+    if (batch.first == nullptr) batch.last = slot;
+    batch.first = slot;
+    if (++batch.count >= kBatch) flush(batch);
   }
 
  private:
@@ -75,6 +79,7 @@ class ObjectPool {
     alignas(alignof(T) > alignof(std::max_align_t) ? alignof(T) : alignof(std::max_align_t))
         unsigned char storage[sizeof(T)];
   };
+  static constexpr size_t kBatch = 32;  // remote frees handed back per CAS
 
   struct Cache {
     Slot* local_free = nullptr;
@@ -109,6 +114,30 @@ class ObjectPool {
     }
     std::vector<Slot*> chunks;
   };
+
+  struct RemoteBatch {
+    Cache* owner = nullptr;
+    Slot* first = nullptr;
+    Slot* last = nullptr;
+    size_t count = 0;
+    ~RemoteBatch() { flush(*this); }  // at thread exit
+  };
+
+  static void flush(RemoteBatch& batch) {
+    if (batch.first != nullptr) {
+      Cache* owner = batch.owner;
+      Slot* head = owner->remote_free.load(std::memory_order_relaxed);
+      do {
+        batch.last->next = head;
+        // release: the owner's acquire exchange sees our writes to these slots (and, through
+        // the engine's own ordering, everything the objects' last users did).
+      } while (!owner->remote_free.compare_exchange_weak(head, batch.first,
+                                                         std::memory_order_release,
+                                                         std::memory_order_relaxed));
+    }
+    batch.first = batch.last = nullptr;
+    batch.count = 0;
+  }
 
   struct Registry {
     std::mutex mutex;
@@ -154,6 +183,7 @@ class ObjectPool {
   }
 
   static inline thread_local Cache* tls_cache_ = nullptr;
+  static inline thread_local RemoteBatch tls_batch_;
 };
 
 }  // namespace weft::detail

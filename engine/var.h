@@ -60,7 +60,12 @@ class OpName {
 };
 
 /// An operation pushed into an engine. Lives from push to completion; pooled.
-struct OprBlock {
+// Note [Operation block layout]: an operation is written by the pushing thread and read by the
+// worker that runs it, so every cache line it spans crosses between cores. The fields the hot
+// path touches (counters, flags, slots pointer, ready link, body, the first slots) come first
+// and the block starts on a cache line (ObjectPool aligns it), so an operation on one or two
+// variables touches three lines; names, errors and profiling fields come last.
+struct alignas(64) OprBlock {
   static constexpr int kInlineSlots = 4;
 
   /// Pending dependencies + 1 (the push guard, Note [Push guard]); the op is ready at zero.
@@ -68,13 +73,15 @@ struct OprBlock {
   OpKind kind = OpKind::kUser;
   bool async = false;
   FnProperty property = FnProperty::kNormal;
+  bool has_body = false;
+  int32_t priority = 0;
+  uint32_t num_slots = 0;
+  Device device;
+  VarSlot* slots = inline_slots;
+  std::atomic<OprBlock*> next_ready{nullptr};  ///< link in a ready queue
   /// Asynchronous operations: 2 while running (the body's return and the completion callback
   /// each hold one); whoever drops the last frees the block (Note [Async body lifetime]).
   std::atomic<int8_t> async_refs{0};
-  int32_t priority = 0;
-  uint32_t num_slots = 0;
-  bool has_body = false;
-  Device device;
   /// The body: `sync` when !async, `async` when async; constructed only when has_body.
   union Body {
     SyncFn sync;
@@ -82,13 +89,11 @@ struct OprBlock {
     Body() {}
     ~Body() {}
   } body;
-  VarSlot* slots = inline_slots;
   VarSlot inline_slots[kInlineSlots];
-  std::atomic<OprBlock*> next_ready{nullptr};  ///< link in a ready queue
-  OpName name;
+  uint64_t profile_id = 0;  ///< non-zero while profiling
   std::shared_ptr<ErrorSlot> inherited;  ///< set when skipped because an input carried an error
+  OpName name;
   // Profiling (only filled while the profiler is enabled).
-  uint64_t profile_id = 0;
   int64_t queued_ns = 0;
   int64_t ready_ns = 0;
   int64_t start_ns = 0;
