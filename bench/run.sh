@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The one entry point for weft's benchmarks: configures (when needed) and builds a Release tree in
+# <repo>/build-bench, builds the suite's target and runs it, printing its compare lines.
+#
+#   bench/run.sh SUITE [--quick] [other flags for the suite's benchmark]
+#
+# Suites: engine (weft_engine_bench: the engine against oneTBB's flow graph), memory
+# (weft_memory_bench through bench/memory/run_memory.sh: the allocators against malloc and
+# oneTBB's scalable_malloc). A new suite adds one arm to each of the two case statements below.
+#
+# Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
+# detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
+# (default: nproc, at most 2).
+set -euo pipefail
+
+suites="engine memory"
+
+usage() {
+  echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
+  echo "suites: ${suites}" >&2
+}
+
+if [[ $# -lt 1 ]]; then
+  usage
+  exit 2
+fi
+suite="$1"
+shift
+
+case "${suite}" in
+  engine)
+    target=weft_engine_bench
+    ;;
+  memory)
+    target=weft_memory_bench
+    ;;
+  -h|--help)
+    usage
+    exit 0
+    ;;
+  *)
+    echo "unknown suite '${suite}'" >&2
+    usage
+    exit 2
+    ;;
+esac
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${repo}/build-bench"
+
+# oneTBB is the peer every engine comparison runs against; bench/CMakeLists.txt requires it.
+tbb_missing_message() {
+  echo "error: oneTBB (the benchmarks' peer) was not found: apt-get install libtbb-dev" >&2
+  echo "       (or point CMake at it: WEFT_BENCH_CMAKE_ARGS=-DTBB_DIR=<prefix>/lib/cmake/TBB)" >&2
+}
+
+# Configure when there is no tree yet, or the tree is not a Release build with the benchmarks on.
+cache="${build}/CMakeCache.txt"
+if [[ ! -f "${cache}" ]] || ! grep -q '^WEFT_BUILD_BENCH:BOOL=ON$' "${cache}" ||
+   ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "${cache}"; then
+  generator=()
+  if [[ ! -f "${cache}" ]]; then
+    if command -v ninja >/dev/null 2>&1; then
+      generator=(-G Ninja)
+    else
+      generator=(-G "Unix Makefiles")
+    fi
+  fi
+  mkdir -p "${build}"
+  configure_log="${build}/configure.log"
+  # shellcheck disable=SC2086  # WEFT_BENCH_CMAKE_ARGS is a list of words on purpose
+  if ! cmake -S "${repo}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+         -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_TESTS=OFF ${WEFT_BENCH_CMAKE_ARGS:-} \
+         >"${configure_log}" 2>&1; then
+    cat "${configure_log}" >&2
+    if grep -q 'needs oneTBB' "${configure_log}"; then
+      tbb_missing_message
+    fi
+    exit 1
+  fi
+  cat "${configure_log}" >&2
+fi
+
+nproc_count="$(nproc 2>/dev/null || echo 2)"
+jobs="${WEFT_BENCH_JOBS:-$(( nproc_count < 2 ? nproc_count : 2 ))}"
+cmake --build "${build}" --target "${target}" -j "${jobs}" >&2
+
+case "${suite}" in
+  engine)
+    exec "${build}/bench/weft_engine_bench" "$@"
+    ;;
+  memory)
+    exec "${repo}/bench/memory/run_memory.sh" "${build}" "$@"
+    ;;
+esac
