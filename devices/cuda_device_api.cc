@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include "base/error.h"
+#include "devices/cuda_guard.h"
 #include "devices/device_api.h"
 
 namespace weft {
@@ -15,19 +16,6 @@ void check_cuda(cudaError_t status, const char* what, Device device) {
   }
 }
 
-class DeviceScope {
- public:
-  explicit DeviceScope(int ordinal) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != ordinal) cudaSetDevice(ordinal);
-  }
-  ~DeviceScope() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
 
 class CudaDeviceAPI final : public DeviceAPI {
  public:
@@ -60,7 +48,7 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
   Stream create_stream(Device device) override {
-    DeviceScope scope(device.id);
+    CudaDeviceGuard scope(device.id);
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", device);
     return Stream{device, stream};
@@ -69,13 +57,13 @@ class CudaDeviceAPI final : public DeviceAPI {
     if (stream.handle != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle));
   }
   void synchronize(const Stream& stream) override {
-    DeviceScope scope(stream.device.id);
+    CudaDeviceGuard scope(stream.device.id);
     check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)),
                "cudaStreamSynchronize", stream.device);
   }
 
   Event create_event(Device device) override {
-    DeviceScope scope(device.id);
+    CudaDeviceGuard scope(device.id);
     cudaEvent_t event = nullptr;
     check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", device);
     return Event(device, event, this);

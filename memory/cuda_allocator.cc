@@ -2,26 +2,13 @@
 #include <cuda_runtime_api.h>
 
 #include "base/error.h"
+#include "devices/cuda_guard.h"
 #include "memory/allocator.h"
 
 namespace weft {
 
 namespace {
 
-// Restores the calling thread's current CUDA device on scope exit.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int ordinal) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != ordinal) cudaSetDevice(ordinal);
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
 
 class PinnedAllocator final : public Allocator {
  public:
@@ -53,7 +40,7 @@ class CudaAllocator final : public Allocator {
     size_t align = detail::effective_alignment(alignment);
     WEFT_CHECK(align <= 256 * 1024) << "cuda allocator: alignment " << align << " is not supported";
     size_t size = detail::round_up(bytes == 0 ? 1 : bytes, align);
-    DeviceGuard guard(ordinal_);
+    CudaDeviceGuard guard(ordinal_);
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, size);  // 256-byte aligned or better
     if (status != cudaSuccess) {
@@ -65,7 +52,7 @@ class CudaAllocator final : public Allocator {
     auto* context = reinterpret_cast<void*>(static_cast<intptr_t>(ordinal_));
     return DataPtr(ptr, size, Device::cuda(ordinal_), context,
                    [](void* ctx, void* p, size_t) noexcept {
-                     DeviceGuard g(static_cast<int>(reinterpret_cast<intptr_t>(ctx)));
+                     CudaDeviceGuard g(static_cast<int>(reinterpret_cast<intptr_t>(ctx)));
                      cudaFree(p);
                    });
   }
