@@ -31,7 +31,8 @@ namespace weft::detail {
 // Each thread allocates from its own cache without atomics. An object freed by the thread that
 // owns its cache goes straight back to the local free list; one freed by another thread (an
 // operation pushed by the caller and completed by a worker) is pushed onto the owner's
-// lock-free "remote" stack with one CAS, and the owner takes the whole stack back with one
+// lock-free "remote" stack (gathered per freeing thread and pushed with one CAS per 32 objects),
+// and the owner takes the whole stack back with one
 // exchange when its local list runs dry. Taking the whole stack avoids ABA. Caches are never
 // destroyed: when a thread exits its cache is parked and the next new thread adopts it, so
 // memory stays bounded however many engines (and worker threads) come and go. Freed objects are
