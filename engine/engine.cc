@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "base/env.h"
+#include "base/profiler.h"
 #include "engine/sync_engine.h"
 #include "engine/threaded_engine.h"
 #include "engine/var.h"
@@ -95,6 +96,21 @@ void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view n
     }
   }
   op->num_slots = n;
+}
+
+void record_op_trace(const OprBlock* op, int64_t end_ns, bool failed) {
+  OpTraceRecord record;
+  record.id = op->profile_id;
+  record.name = op->name.str();
+  record.device = to_string(op->device);
+  record.lane = op->start_lane;
+  record.queued_ns = op->queued_ns;
+  record.ready_ns = op->ready_ns;
+  record.start_ns = op->start_ns;
+  record.end_ns = end_ns;
+  record.skipped = static_cast<bool>(op->inherited);
+  record.failed = failed;
+  Profiler::global().record_op(std::move(record));
 }
 
 std::string describe_failure(const std::string& op_name, std::exception_ptr error) {

@@ -195,18 +195,7 @@ void SyncEngine::execute(OprBlock* op) {
     if (user && !error_slot) var->version.fetch_add(1, std::memory_order_relaxed);
   }
   if (profiled) {
-    OpTraceRecord record;
-    record.id = op->profile_id;
-    record.name = op->name.str();
-    record.device = to_string(op->device);
-    record.lane = op->start_lane;
-    record.queued_ns = op->queued_ns;
-    record.ready_ns = op->ready_ns;
-    record.start_ns = op->start_ns;
-    record.end_ns = Profiler::now_ns();
-    record.skipped = static_cast<bool>(op->inherited);
-    record.failed = error_slot && !op->inherited;
-    Profiler::global().record_op(std::move(record));
+    detail::record_op_trace(op, Profiler::now_ns(), error_slot && !op->inherited);
   }
   if (op->kind == OpKind::kDeleteVar) {
     ObjectPool<Var>::destroy(op->slots[0].var);

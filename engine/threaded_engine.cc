@@ -406,18 +406,7 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
       ready[i]->ready_ns = now;
       profiler.record_flow(op->profile_id, ready[i]->profile_id);
     }
-    OpTraceRecord record;
-    record.id = op->profile_id;
-    record.name = op->name.str();
-    record.device = to_string(op->device);
-    record.lane = op->start_lane;
-    record.queued_ns = op->queued_ns;
-    record.ready_ns = op->ready_ns;
-    record.start_ns = op->start_ns;
-    record.end_ns = end_ns;
-    record.skipped = static_cast<bool>(op->inherited);
-    record.failed = error_slot && !op->inherited;
-    profiler.record_op(std::move(record));
+    detail::record_op_trace(op, end_ns, error_slot && !op->inherited);
   }
 
   OprBlock* next = nullptr;

@@ -147,6 +147,9 @@ struct OperationScope {
 /// Throws weft::Error when called from inside an engine operation. `what` names the wait.
 void check_not_inside_operation(const char* what);
 
+/// Records a completed operation in the profiler (call only when op->profile_id != 0).
+void record_op_trace(const OprBlock* op, int64_t end_ns, bool failed);
+
 /// Builds the message of an EngineError.
 std::string describe_failure(const std::string& op_name, std::exception_ptr error);
 
