@@ -18,7 +18,7 @@ bool heap_less(const auto& a, const auto& b) {
 
 ReadyQueue::ReadyQueue() : stub_(std::make_unique<OprBlock>()) {
   tail_.store(stub_.get(), std::memory_order_relaxed);
-  head_ = stub_.get();
+  head_.store(stub_.get(), std::memory_order_relaxed);
 }
 
 void ReadyQueue::push_node(OprBlock* node) {
@@ -31,10 +31,13 @@ void ReadyQueue::push_node(OprBlock* node) {
 }
 
 bool ReadyQueue::has_work() const {
-  // A pushed operation moves tail_ off the stub at once (seq_cst); the stub's link covers the
-  // moment after the consumer put the stub back behind the last element.
+  // Empty means: the consumer position is the stub, nothing is linked behind it, and no push has
+  // moved tail_ off it. A pushed operation moves tail_ at once (seq_cst). The consumer position
+  // covers the case where the consumer put the stub back behind operations whose links are still
+  // being written (tail_ is the stub again although operations are queued).
   OprBlock* stub = stub_.get();
-  return tail_.load(std::memory_order_seq_cst) != stub ||
+  return head_.load(std::memory_order_seq_cst) != stub ||
+         tail_.load(std::memory_order_seq_cst) != stub ||
          stub->next_ready.load(std::memory_order_acquire) != nullptr ||
          heap_size_.load(std::memory_order_seq_cst) > 0;
 }
@@ -63,23 +66,23 @@ void ReadyQueue::push(OprBlock* op) {
 // between its exchange and its link (the caller retries).
 OprBlock* ReadyQueue::try_pop_fifo() {
   OprBlock* stub = stub_.get();
-  OprBlock* head = head_;
+  OprBlock* head = head_.load(std::memory_order_relaxed);
   OprBlock* next = head->next_ready.load(std::memory_order_acquire);
   if (head == stub) {
     if (next == nullptr) return nullptr;
-    head_ = next;
+    head_.store(next, std::memory_order_seq_cst);
     head = next;
     next = next->next_ready.load(std::memory_order_acquire);
   }
   if (next != nullptr) {
-    head_ = next;
+    head_.store(next, std::memory_order_seq_cst);
     return head;
   }
   if (head != tail_.load(std::memory_order_acquire)) return nullptr;
   push_node(stub);  // head is the last element: put the stub behind it, then take head
   next = head->next_ready.load(std::memory_order_acquire);
   if (next != nullptr) {
-    head_ = next;
+    head_.store(next, std::memory_order_seq_cst);
     return head;
   }
   return nullptr;

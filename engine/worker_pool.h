@@ -82,7 +82,8 @@ class ReadyQueue {
   // FIFO (Note [Ready queue]).
   alignas(64) std::atomic<OprBlock*> tail_;
   alignas(64) detail::SpinLock consumer_lock_;
-  OprBlock* head_;  // guarded by consumer_lock_
+  // Written under consumer_lock_; read without it by has_work() (Note [Ready queue]).
+  std::atomic<OprBlock*> head_;
   std::unique_ptr<OprBlock> stub_;
   // Prioritised operations.
   alignas(64) std::mutex heap_mutex_;
