@@ -1,0 +1,18 @@
+// Registers every built-in operator group, in a fixed order.
+#include "ops/builtin_ops.h"
+
+#include "ops/op.h"
+
+namespace weft::detail {
+
+void register_builtin_ops(OpRegistry& r) {
+  register_elemwise_ops(r);
+  register_reduce_ops(r);
+  register_shape_ops(r);
+  register_nn_dnnl_ops(r);
+  register_nn_norm_ops(r);
+  register_rnn_ops(r);
+  register_init_ops(r);
+}
+
+}  // namespace weft::detail

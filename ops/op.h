@@ -1,0 +1,310 @@
+// The operator registry: an op is a name plus typed attributes (params, arity, inference,
+// in-place options, resources, kernels per device type, gradient). Registered once, then frozen.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <typeindex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "ops/dtype.h"
+#include "ops/params.h"
+#include "ops/shape.h"
+#include "ops/tensor_view.h"
+
+namespace weft {
+
+class Op;
+
+/// One application's attributes: the op, the string dict as given, the parsed param struct, and
+/// the node name used in messages. Immutable once made (Op::make_attrs); safe to share.
+struct OpAttrs {
+  const Op* op = nullptr;
+  AttrMap dict;
+  std::shared_ptr<const void> parsed;  ///< the op's param struct (NoParams when it has none)
+  std::string node_name;               ///< for error messages; may be empty
+
+  /// The parsed params; P must be the op's param type.
+  template <typename P>
+  const P& params() const {
+    return *static_cast<const P*>(parsed.get());
+  }
+  /// "op 'Convolution' (node 'conv1')" for messages.
+  std::string where() const;
+};
+
+/// How a kernel writes an output (MXNet's OpReqType).
+enum class OpReq : uint8_t {
+  kNull,     ///< do not write
+  kWrite,    ///< overwrite
+  kInplace,  ///< overwrite; the output aliases an input (FInplaceOption)
+  kAdd,      ///< add to what is there (gradient accumulation)
+};
+
+/// A temporary resource an op asks for (FResourceRequest).
+struct ResourceRequest {
+  enum class Kind : uint8_t {
+    kWorkspace,  ///< scratch memory of `bytes` bytes, valid during the call only
+    kRandom,     ///< the device's random generator (its engine var is written, so draws are ordered)
+  };
+  Kind kind = Kind::kWorkspace;
+  size_t bytes = 0;
+};
+
+/// A device's random-number state. Accessed only inside operations that write its engine var.
+struct RandomState {
+  std::mt19937_64 engine{0};
+  uint64_t seed = 0;
+};
+
+/// State kept between calls of a stateful op (FCreateOpState). Subclass it.
+class OpState {
+ public:
+  virtual ~OpState() = default;
+};
+
+/// What a kernel gets besides its tensors. Valid during the call only.
+struct OpContext {
+  bool is_train = false;
+  RunContext run;
+  void* workspace = nullptr;  ///< when the op requested kWorkspace
+  size_t workspace_bytes = 0;
+  RandomState* random = nullptr;  ///< when the op requested kRandom
+  int num_threads = 1;            ///< intra-op threads this kernel may use (>= 1)
+  /// Per input, an id unique to its storage for the life of the process (never reused) and the
+  /// storage's version (engine var version) at the time of the call; null when unknown. Kernels
+  /// may key caches of derived data (weights reordered into a blocked layout) on the pair: equal
+  /// pairs mean equal contents.
+  const uint64_t* input_storage_ids = nullptr;
+  const uint64_t* input_versions = nullptr;
+};
+
+// ---- typed attributes --------------------------------------------------------------------------
+// Each attribute is its own type, so `op.set_attr<FInferShape>(fn)` names the key by type: a
+// misspelt or mistyped attribute does not compile.
+
+#define WEFT_DEFINE_OP_ATTR(Name, ...)                    \
+  struct Name : std::function<__VA_ARGS__> {              \
+    using std::function<__VA_ARGS__>::function;           \
+    Name() = default;                                     \
+  }
+
+/// Number of inputs (may depend on params, e.g. Concat's num_args).
+WEFT_DEFINE_OP_ATTR(FNumInputs, int(const OpAttrs&));
+/// Number of outputs, hidden ones included (BatchNorm: 3).
+WEFT_DEFINE_OP_ATTR(FNumOutputs, int(const OpAttrs&));
+/// Number of outputs other nodes may consume (BatchNorm: 1, or 3 with output_mean_var).
+WEFT_DEFINE_OP_ATTR(FNumVisibleOutputs, int(const OpAttrs&));
+WEFT_DEFINE_OP_ATTR(FListInputNames, std::vector<std::string>(const OpAttrs&));
+WEFT_DEFINE_OP_ATTR(FListOutputNames, std::vector<std::string>(const OpAttrs&));
+/// Shape inference, forward and backward: fills unknown entries of `in` and `out` from the known
+/// ones. Returns true when every shape is known afterwards. Throws ShapeError (naming the op, the
+/// node and the shapes) when known shapes contradict each other.
+WEFT_DEFINE_OP_ATTR(FInferShape, bool(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out));
+/// Type inference, likewise (kUnknown = not known yet). Default: all inputs and outputs equal.
+WEFT_DEFINE_OP_ATTR(FInferType, bool(const OpAttrs&, std::vector<DType>& in, std::vector<DType>& out));
+/// Pairs (input i, output o): output o may reuse input i's memory when i dies here.
+WEFT_DEFINE_OP_ATTR(FInplaceOption, std::vector<std::pair<int, int>>(const OpAttrs&));
+/// Per FInplaceOption pair: true when the output equals the input (no computation needed in place).
+WEFT_DEFINE_OP_ATTR(FInplaceIdentity, std::vector<bool>(const OpAttrs&));
+/// Inputs the op writes (BatchNorm's moving mean/var in training): write dependencies.
+WEFT_DEFINE_OP_ATTR(FMutateInputs, std::vector<int>(const OpAttrs&));
+/// Temporary resources, as a function of the shapes.
+WEFT_DEFINE_OP_ATTR(FResourceRequest, std::vector<ResourceRequest>(const OpAttrs&, const std::vector<Shape>& in,
+                                                                    const std::vector<Shape>& out));
+/// A kernel: reads `in`, writes `out` according to `req`. Views are compact; shapes were inferred.
+WEFT_DEFINE_OP_ATTR(FCompute, void(const OpAttrs&, const OpContext&, std::span<const TensorView> in,
+                                   std::span<const OpReq> req, std::span<const TensorView> out));
+/// Creates the state of a stateful op for given input shapes and types.
+WEFT_DEFINE_OP_ATTR(FCreateOpState, std::shared_ptr<OpState>(const OpAttrs&, Device, const std::vector<Shape>& in,
+                                                             const std::vector<DType>& in_types));
+/// A stateful kernel.
+WEFT_DEFINE_OP_ATTR(FStatefulCompute, void(OpState&, const OpContext&, std::span<const TensorView> in,
+                                           std::span<const OpReq> req, std::span<const TensorView> out));
+
+class GradBuilder;
+/// An entry handed out by a GradBuilder; invalid (id < 0) means "no gradient" (zero).
+struct GradEntry {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+/// Builds the gradient of each forward input from the output gradients. Returns one entry per
+/// forward input; an invalid entry means the input gets no gradient (zero).
+WEFT_DEFINE_OP_ATTR(FGradient, std::vector<GradEntry>(GradBuilder&));
+
+#undef WEFT_DEFINE_OP_ATTR
+
+/// What gradient definitions are written against. Eager autograd implements it by running ops
+/// at once; the graph gradient pass implements it by adding nodes. `ops/` knows neither.
+class GradBuilder {
+ public:
+  virtual ~GradBuilder() = default;
+  /// The forward application's attributes.
+  virtual const OpAttrs& attrs() const = 0;
+  /// Forward input i / output i (hidden outputs included).
+  virtual GradEntry input(int i) = 0;
+  virtual GradEntry output(int i) = 0;
+  /// Gradient flowing into forward output i (zeros for outputs nothing used).
+  virtual GradEntry out_grad(int i) = 0;
+  /// Applies `op` to `inputs` with `attrs`; returns all its outputs.
+  virtual std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs = {}) = 0;
+  /// Applies `op` with the forward application's own attributes (param struct reused).
+  virtual std::vector<GradEntry> emit_with_forward_attrs(std::string_view op, std::vector<GradEntry> inputs) = 0;
+
+  /// First output of emit().
+  GradEntry emit1(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs = {}) {
+    return emit(op, std::move(inputs), std::move(attrs)).at(0);
+  }
+  static GradEntry none() { return {}; }
+};
+
+/// An operator. Built by registration code (the setters, which return *this for chaining) before
+/// the registry is frozen; read-only and thread-safe afterwards.
+class Op {
+ public:
+  explicit Op(std::string name) : name_(std::move(name)) {}
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  const std::vector<std::string>& aliases() const { return aliases_; }
+
+  // ---- registration (before freeze) ----
+  Op& describe(std::string text);
+  Op& set_num_inputs(int n);
+  Op& set_num_outputs(int n);
+  Op& set_input_names(std::vector<std::string> names);  ///< also sets num_inputs when unset
+  Op& set_output_names(std::vector<std::string> names);  ///< also sets num_outputs when unset
+  /// The op's param struct P (P::declare describes it).
+  template <typename P>
+  Op& set_params() {
+    check_mutable();
+    param_type_ = std::type_index(typeid(P));
+    parser_ = [](const AttrMap& dict, const std::string& op, const std::string& node) -> std::shared_ptr<const void> {
+      return std::make_shared<const P>(parse_params<P>(dict, op, node));
+    };
+    param_info_ = param_info<P>();
+    return *this;
+  }
+  /// Sets a typed attribute.
+  template <typename A>
+  Op& set_attr(A value) {
+    check_mutable();
+    std::get<A>(attrs_) = std::move(value);
+    return *this;
+  }
+  /// Sets the kernel (FCompute or FStatefulCompute) for one device type.
+  template <typename A>
+  Op& set_attr(DeviceType device, A value) {
+    static_assert(std::is_same_v<A, FCompute> || std::is_same_v<A, FStatefulCompute>,
+                  "per-device attributes are FCompute and FStatefulCompute");
+    check_mutable();
+    if constexpr (std::is_same_v<A, FCompute>) {
+      compute_[device_slot(device)] = std::move(value);
+    } else {
+      stateful_[device_slot(device)] = std::move(value);
+    }
+    return *this;
+  }
+
+  // ---- queries (thread-safe after freeze) ----
+  /// The attribute, or an empty function when unset.
+  template <typename A>
+  const A& attr() const {
+    return std::get<A>(attrs_);
+  }
+  /// The kernel for a device type, or null when the op has none there.
+  const FCompute* compute(DeviceType device) const;
+  const FStatefulCompute* stateful_compute(DeviceType device) const;
+  /// Whether the op can run on `device` (has a kernel there).
+  bool has_kernel(DeviceType device) const { return compute(device) || stateful_compute(device); }
+
+  int num_inputs(const OpAttrs& attrs) const;
+  int num_outputs(const OpAttrs& attrs) const;
+  int num_visible_outputs(const OpAttrs& attrs) const;
+  std::vector<std::string> input_names(const OpAttrs& attrs) const;
+  std::vector<std::string> output_names(const OpAttrs& attrs) const;
+  const std::vector<ParamInfo>& param_info_list() const { return param_info_; }
+  std::type_index param_type() const { return param_type_; }
+
+  /// Parses `dict` into an OpAttrs for this op. Throws ValueError naming op, node, key and value.
+  OpAttrs make_attrs(AttrMap dict, std::string node_name = {}) const;
+  /// Reuses `other`'s parsed params when its param type matches this op's (backward ops that
+  /// share the forward's params); parses otherwise.
+  OpAttrs make_attrs_like(const OpAttrs& other) const;
+
+  /// Runs FInferShape (or, when the op has none, fails with NotImplemented). Returns whether all
+  /// shapes are known. Checks the vector sizes against the op's arity.
+  bool infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) const;
+  /// Runs FInferType, or the default rule (all inputs and outputs share one type).
+  bool infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) const;
+
+ private:
+  friend class OpRegistry;
+  using Attrs = std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
+                           FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
+                           FResourceRequest, FCreateOpState, FGradient>;
+  static constexpr int kDeviceSlots = 4;
+  static int device_slot(DeviceType d) { return static_cast<int>(d) & 3; }
+  void check_mutable() const;
+
+  std::string name_;
+  std::string description_;
+  std::vector<std::string> aliases_;
+  Attrs attrs_;
+  std::array<FCompute, kDeviceSlots> compute_;
+  std::array<FStatefulCompute, kDeviceSlots> stateful_;
+  std::type_index param_type_ = std::type_index(typeid(NoParams));
+  std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)> parser_;
+  std::vector<ParamInfo> param_info_;
+  std::vector<std::string> fixed_input_names_;
+  std::vector<std::string> fixed_output_names_;
+  const bool* frozen_ = nullptr;
+};
+
+/// The process-wide operator table. The built-in ops are registered on first use, after which
+/// the registry is frozen: registering later throws Error. Lookups are thread-safe.
+class OpRegistry {
+ public:
+  /// The registry, with every built-in op registered and frozen.
+  static const OpRegistry& global();
+
+  /// Looks up an op by name or alias; null when absent.
+  const Op* find(std::string_view name) const;
+  /// Looks up an op; throws ValueError "unknown operator 'x'" (with close names) when absent.
+  const Op& get(std::string_view name) const;
+  /// Every op (not aliases), sorted by name.
+  std::vector<const Op*> list() const;
+  bool frozen() const { return frozen_; }
+
+  // ---- registration (only inside the built-in registration functions) ----
+  /// Returns the op called `name`, creating it; a second registration block merges into it.
+  Op& register_op(const std::string& name);
+  /// Makes `alias` resolve to the op `name` (which may be registered later).
+  void add_alias(const std::string& alias, const std::string& name);
+
+ private:
+  OpRegistry() = default;
+  void freeze();
+  void check_mutable() const;
+  std::unordered_map<std::string, std::unique_ptr<Op>> ops_;
+  std::unordered_map<std::string, std::string> aliases_;
+  std::unordered_map<std::string, const Op*> lookup_;  // names and aliases, built at freeze
+  bool frozen_ = false;
+};
+
+/// Shorthand: OpRegistry::global().get(name).
+inline const Op& get_op(std::string_view name) { return OpRegistry::global().get(name); }
+
+}  // namespace weft

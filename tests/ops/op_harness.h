@@ -1,0 +1,90 @@
+// Test harness for operators: runs an op's CPU kernel directly on host tensors (no engine), runs
+// its FGradient with an eager host builder, and checks gradients against central differences.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace weft::testing {
+
+/// A host tensor for tests: shape, dtype and values held as doubles (converted at the kernel
+/// boundary). An empty tensor (rank unknown) stands for "no gradient".
+struct HostTensor {
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  std::vector<double> data;
+
+  static HostTensor of(Shape shape, std::vector<double> values, DType dtype = DType::kFloat32);
+  /// Uniform values in [lo, hi) from a fixed seed.
+  static HostTensor random(Shape shape, uint64_t seed, double lo = -1.0, double hi = 1.0,
+                           DType dtype = DType::kFloat32);
+  static HostTensor filled(Shape shape, double value, DType dtype = DType::kFloat32);
+  bool empty() const { return !shape.rank_known(); }
+  int64_t size() const { return static_cast<int64_t>(data.size()); }
+  /// Element at a multi-index (row-major).
+  double at(std::initializer_list<int64_t> index) const;
+  double& at(std::initializer_list<int64_t> index);
+};
+
+struct RunOptions {
+  bool is_train = false;
+  uint64_t seed = 0;    ///< seeds the op's random state (same seed → same draws)
+  int num_threads = 1;  ///< OpContext::num_threads
+  /// Output requests; default kWrite for all. With kAdd, `initial_outputs` is the starting value.
+  std::vector<OpReq> req;
+  std::vector<HostTensor> initial_outputs;
+};
+
+/// Runs `op` on `inputs`: parses attrs, infers output shapes and types, allocates outputs and
+/// workspace, and calls the CPU kernel. Returns every output (hidden ones included).
+std::vector<HostTensor> run_op(const std::string& op, const AttrMap& attrs,
+                               const std::vector<HostTensor>& inputs, const RunOptions& options = {});
+/// Same; mutated inputs (FMutateInputs) are written back into `inputs`.
+std::vector<HostTensor> run_op_mutating(const std::string& op, const AttrMap& attrs,
+                                        std::vector<HostTensor>& inputs, const RunOptions& options = {});
+
+/// Infers shapes; returns {inputs, outputs} after inference. Throws what FInferShape throws.
+std::pair<std::vector<Shape>, std::vector<Shape>> infer_shapes(const std::string& op, const AttrMap& attrs,
+                                                               std::vector<Shape> in,
+                                                               std::vector<Shape> out = {});
+std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string& op, const AttrMap& attrs,
+                                                              std::vector<DType> in,
+                                                              std::vector<DType> out = {});
+
+/// Gradients of every input given gradients of the visible outputs (`head_grads`, one per
+/// visible output; an empty HostTensor means zeros), computed by the op's FGradient with a host
+/// builder that runs each emitted op at once. An input without gradient comes back empty.
+std::vector<HostTensor> op_gradient(const std::string& op, const AttrMap& attrs,
+                                    const std::vector<HostTensor>& inputs,
+                                    const std::vector<HostTensor>& head_grads, const RunOptions& options = {});
+
+struct GradCheckOptions {
+  double eps = 1e-3;    ///< finite-difference step
+  double rtol = 2e-2;   ///< relative tolerance
+  double atol = 2e-3;   ///< absolute tolerance
+  bool is_train = false;
+  uint64_t seed = 7;
+  /// Inputs whose gradient is checked; empty = every floating input.
+  std::vector<int> check_inputs;
+  /// Inputs that must receive no gradient (FGradient returns none for them).
+  std::vector<int> no_grad_inputs;
+  /// Visible outputs that enter the loss; empty = all visible outputs.
+  std::vector<int> outputs;
+};
+
+/// Checks FGradient against central differences of L = Σ_k <out_k, w_k> with fixed random w_k.
+/// Returns a failure naming the input, element, analytic and numeric values.
+::testing::AssertionResult check_gradient(const std::string& op, const AttrMap& attrs,
+                                          const std::vector<HostTensor>& inputs,
+                                          const GradCheckOptions& options = {});
+
+/// Element-wise closeness: |a-b| <= atol + rtol*|b|. Names the first bad element.
+::testing::AssertionResult all_close(const HostTensor& actual, const HostTensor& expected,
+                                     double rtol = 1e-5, double atol = 1e-6);
+
+}  // namespace weft::testing
