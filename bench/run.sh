@@ -13,7 +13,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory"
+suites="engine memory ops"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -33,6 +33,14 @@ case "${suite}" in
     ;;
   memory)
     target=weft_memory_bench
+    ;;
+  ops)
+    target=weft_ops_bench
+    if ! dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed"; then
+      echo "bench ops: installing the peer (libtorch-dev, libopenblas0-pthread)" >&2
+      sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+      $sudo apt-get install -y -qq libtorch-dev libopenblas0-pthread >&2
+    fi
     ;;
   -h|--help)
     usage
@@ -91,5 +99,8 @@ case "${suite}" in
     ;;
   memory)
     exec "${repo}/bench/memory/run_memory.sh" "${build}" "$@"
+    ;;
+  ops)
+    exec "${build}/bench/ops/weft_ops_bench" "$@"
     ;;
 esac

@@ -1,0 +1,222 @@
+// Operator invocation: inference, output allocation, and the push of one kernel onto the engine.
+#include <algorithm>
+
+#include "ndarray/autograd.h"
+#include "ndarray/ndarray.h"
+#include "ndarray/runtime.h"
+
+namespace weft {
+namespace {
+
+// Everything one pushed kernel needs, owned by its engine operation.
+struct PendingKernel {
+  std::shared_ptr<const OpAttrs> attrs;
+  const FCompute* compute = nullptr;
+  const FStatefulCompute* stateful = nullptr;
+  std::shared_ptr<OpState> state;
+  std::vector<std::shared_ptr<detail::Storage>> keep_alive;
+  std::vector<Shape> shapes;  // inputs then outputs; views point into these
+  std::vector<TensorView> in_views;
+  std::vector<TensorView> out_views;
+  std::vector<OpReq> req;
+  std::vector<VarHandle> in_vars;
+  std::vector<uint64_t> storage_ids;
+  std::vector<uint64_t> versions;
+  DataPtr workspace;
+  size_t workspace_bytes = 0;
+  RandomResource* random = nullptr;
+  Engine* engine = nullptr;
+  bool is_train = false;
+
+  void run(const RunContext& rc) {
+    OpContext ctx;
+    ctx.is_train = is_train;
+    ctx.run = rc;
+    ctx.workspace = workspace.get();
+    ctx.workspace_bytes = workspace_bytes;
+    ctx.random = random ? &random->state : nullptr;
+    // Reads of these vars are ordered after their writes and before later ones: stable now.
+    for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine->var_version(in_vars[i]);
+    ctx.input_storage_ids = storage_ids.data();
+    ctx.input_versions = versions.data();
+    Runtime& rt = Runtime::get();
+    ctx.num_threads = rt.kernel_started();
+    struct Done {
+      Runtime& rt;
+      ~Done() { rt.kernel_finished(); }
+    } done{rt};
+    if (compute != nullptr) {
+      (*compute)(*attrs, ctx, in_views, req, out_views);
+    } else {
+      (*stateful)(*state, ctx, in_views, req, out_views);
+    }
+    workspace.reset();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap& attrs) {
+  return std::make_shared<const OpAttrs>(get_op(op).make_attrs(attrs));
+}
+
+std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr, const std::vector<NDArray>& inputs,
+                                InvokeOptions options) {
+  WEFT_CHECK(attrs_ptr && attrs_ptr->op) << "invoke: no operator";
+  const OpAttrs& attrs = *attrs_ptr;
+  const Op& op = *attrs.op;
+  const int nin = op.num_inputs(attrs);
+  const int nout = op.num_outputs(attrs);
+  const int nvis = op.num_visible_outputs(attrs);
+  WEFT_CHECK(static_cast<int>(inputs.size()) == nin)
+      << attrs.where() << ": expects " << nin << " inputs, got " << inputs.size();
+
+  // Device: from the inputs, which must agree.
+  Device device = options.device.value_or(inputs.empty() || inputs[0].is_none() ? Device::cpu() : inputs[0].device());
+  for (int i = 0; i < nin; ++i) {
+    WEFT_CHECK(!inputs[i].is_none()) << attrs.where() << ": input " << i << " is a none array";
+    WEFT_CHECK(inputs[i].device() == device)
+        << attrs.where() << ": input " << i << " is on " << to_string(inputs[i].device()) << ", expected "
+        << to_string(device);
+  }
+
+  // Outputs given by the caller: all outputs or only the visible ones.
+  std::vector<NDArray>& given = options.outputs;
+  WEFT_CHECK(given.empty() || static_cast<int>(given.size()) == nout || static_cast<int>(given.size()) == nvis)
+      << attrs.where() << ": " << given.size() << " output arrays given; the op has " << nvis << " visible and "
+      << nout << " total outputs";
+
+  // Inference.
+  std::vector<Shape> in_shapes(nin), out_shapes(nout);
+  std::vector<DType> in_types(nin), out_types(nout, DType::kUnknown);
+  for (int i = 0; i < nin; ++i) {
+    in_shapes[i] = inputs[i].shape();
+    in_types[i] = inputs[i].dtype();
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (given[i].is_none()) continue;
+    out_shapes[i] = given[i].shape();
+    out_types[i] = given[i].dtype();
+  }
+  op.infer_shape(attrs, in_shapes, out_shapes);
+  op.infer_type(attrs, in_types, out_types);
+  for (int i = 0; i < nin; ++i) {
+    WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
+        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape() << " but the op needs "
+        << in_shapes[i];
+    WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
+        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype()) << " but the op needs "
+        << dtype_name(in_types[i]);
+  }
+  for (int i = 0; i < nout; ++i) {
+    WEFT_CHECK_AS(ShapeError, out_shapes[i].known())
+        << attrs.where() << ": could not infer the shape of output " << i << " (got " << out_shapes[i] << ")";
+    WEFT_CHECK_AS(ShapeError, out_types[i] != DType::kUnknown)
+        << attrs.where() << ": could not infer the dtype of output " << i;
+  }
+
+  // Kernel.
+  auto pk = std::make_unique<PendingKernel>();
+  pk->attrs = attrs_ptr;
+  pk->compute = op.compute(device.type);
+  if (pk->compute == nullptr) {
+    pk->stateful = op.stateful_compute(device.type);
+    WEFT_CHECK_AS(NotImplemented, pk->stateful != nullptr)
+        << attrs.where() << " has no kernel for " << device_type_name(device.type);
+    const auto& create = op.attr<FCreateOpState>();
+    WEFT_CHECK_AS(InternalError, static_cast<bool>(create)) << attrs.where() << ": stateful op without FCreateOpState";
+    pk->state = create(attrs, device, in_shapes, in_types);
+  }
+
+  // Outputs.
+  std::vector<NDArray> outputs(nout);
+  for (int i = 0; i < nout; ++i) {
+    if (i < static_cast<int>(given.size()) && !given[i].is_none()) {
+      outputs[i] = given[i];
+      WEFT_CHECK(outputs[i].device() == device)
+          << attrs.where() << ": output " << i << " is on " << to_string(outputs[i].device());
+    } else {
+      outputs[i] = NDArray::empty(out_shapes[i], out_types[i], device);
+    }
+  }
+  pk->req = options.req;
+  if (pk->req.empty()) pk->req.assign(nout, OpReq::kWrite);
+  if (static_cast<int>(pk->req.size()) == nvis && nvis < nout) pk->req.resize(nout, OpReq::kWrite);
+  WEFT_CHECK(static_cast<int>(pk->req.size()) == nout) << attrs.where() << ": req needs one entry per output";
+
+  // Resources.
+  Runtime& rt = Runtime::get();
+  std::vector<VarHandle> writes;
+  writes.reserve(nout + 2);
+  if (const auto& f = op.attr<FResourceRequest>()) {
+    for (const auto& r : f(attrs, in_shapes, out_shapes)) {
+      if (r.kind == ResourceRequest::Kind::kWorkspace) {
+        pk->workspace = rt.allocator(device).allocate(std::max<size_t>(r.bytes, 1));
+        pk->workspace_bytes = r.bytes;
+      } else {
+        pk->random = &rt.random(device);
+        writes.push_back(pk->random->var);
+      }
+    }
+  }
+
+  // Views (data pointers are fixed now; shapes live in pk->shapes).
+  pk->shapes.reserve(nin + nout);
+  pk->keep_alive.reserve(nin + nout);
+  pk->in_vars.reserve(nin);
+  for (int i = 0; i < nin; ++i) {
+    pk->shapes.push_back(inputs[i].shape());
+    pk->keep_alive.push_back(inputs[i].storage());
+    pk->in_vars.push_back(inputs[i].var());
+    pk->storage_ids.push_back(inputs[i].storage_id());
+  }
+  for (int i = 0; i < nout; ++i) {
+    pk->shapes.push_back(outputs[i].shape());
+    pk->keep_alive.push_back(outputs[i].storage());
+    writes.push_back(outputs[i].var());
+  }
+  for (int i = 0; i < nin; ++i) {
+    TensorView v(inputs[i].storage()->data.get(), device, inputs[i].dtype(), pk->shapes[i]);
+    v.byte_offset = inputs[i].byte_offset();
+    pk->in_views.push_back(v);
+  }
+  for (int i = 0; i < nout; ++i) {
+    TensorView v(outputs[i].storage()->data.get(), device, outputs[i].dtype(), pk->shapes[nin + i]);
+    v.byte_offset = outputs[i].byte_offset();
+    pk->out_views.push_back(v);
+  }
+  pk->versions.resize(nin);
+  if (const auto& f = op.attr<FMutateInputs>()) {
+    for (int i : f(attrs)) writes.push_back(inputs.at(i).var());
+  }
+  pk->engine = &rt.engine();
+  pk->is_train = autograd::is_training();
+
+  std::vector<VarHandle> reads = pk->in_vars;
+  // The operation owns the kernel state; it is freed with the operation, also when the engine
+  // skips it because an input carries an error.
+  rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device, reads, writes,
+                        FnProperty::kNormal, 0, op.name());
+
+  detail::maybe_record(attrs_ptr, inputs, outputs);
+  return outputs;
+}
+
+std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs, const std::vector<NDArray>& inputs,
+                            InvokeOptions options) {
+  auto all = invoke_all(attrs, inputs, std::move(options));
+  const int nvis = attrs->op->num_visible_outputs(*attrs);
+  all.resize(nvis);
+  return all;
+}
+
+std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs,
+                            InvokeOptions options) {
+  return invoke(make_op_attrs(op, attrs), inputs, std::move(options));
+}
+
+NDArray invoke1(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs) {
+  return invoke(op, inputs, attrs).at(0);
+}
+
+}  // namespace weft

@@ -1,0 +1,261 @@
+// NDArray storage, views, host transfers and operator invocation onto the engine.
+#include "ndarray/ndarray.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "base/profiler.h"
+#include "ndarray/autograd.h"
+#include "ndarray/runtime.h"
+
+namespace weft {
+
+namespace detail {
+Storage::~Storage() {
+  if (var == nullptr) return;
+  if (!Runtime::alive() || generation != Runtime::get().generation()) {
+    // The runtime that owned the var is gone: no operation can still be pending on it.
+    data.reset();
+    return;
+  }
+  // The memory goes back to the pool only after every pending operation on the var completed.
+  engine->delete_var(var, [block = std::move(data)](const RunContext&) mutable { block.reset(); });
+}
+}  // namespace detail
+
+std::shared_ptr<detail::Storage> allocate_storage(size_t bytes, Device device) {
+  Runtime& rt = Runtime::get();
+  auto s = std::make_shared<detail::Storage>();
+  s->data = rt.allocator(device).allocate(bytes);
+  s->engine = &rt.engine();
+  s->var = s->engine->new_var();
+  s->device = device;
+  s->bytes = bytes;
+  s->id = rt.next_storage_id();
+  s->generation = rt.generation();
+  return s;
+}
+
+// ---- construction ---------------------------------------------------------------------------
+
+NDArray NDArray::empty(const Shape& shape, DType dtype, Device device) {
+  WEFT_CHECK(shape.known()) << "NDArray::empty: shape " << shape << " is not fully known";
+  return NDArray(allocate_storage(static_cast<size_t>(shape.size()) * dtype_size(dtype), device), shape, dtype);
+}
+
+static AttrMap creation_attrs(const Shape& shape, DType dtype) {
+  return AttrMap{{"shape", format_shape_attr(shape)}, {"dtype", dtype_name(dtype)}};
+}
+
+static NDArray create(std::string_view op, AttrMap attrs, Device device) {
+  InvokeOptions o;
+  o.device = device;
+  return invoke(op, {}, attrs, std::move(o)).at(0);
+}
+
+NDArray NDArray::zeros(const Shape& shape, DType dtype, Device device) {
+  return create("_zeros", creation_attrs(shape, dtype), device);
+}
+NDArray NDArray::ones(const Shape& shape, DType dtype, Device device) {
+  return create("_ones", creation_attrs(shape, dtype), device);
+}
+NDArray NDArray::full(const Shape& shape, double value, DType dtype, Device device) {
+  AttrMap a = creation_attrs(shape, dtype);
+  a["value"] = format_float_attr(value);
+  return create("_full", std::move(a), device);
+}
+NDArray NDArray::uniform(const Shape& shape, double low, double high, DType dtype, Device device) {
+  AttrMap a = creation_attrs(shape, dtype);
+  a["low"] = format_float_attr(low);
+  a["high"] = format_float_attr(high);
+  return create("_random_uniform", std::move(a), device);
+}
+NDArray NDArray::normal(const Shape& shape, double loc, double scale, DType dtype, Device device) {
+  AttrMap a = creation_attrs(shape, dtype);
+  a["loc"] = format_float_attr(loc);
+  a["scale"] = format_float_attr(scale);
+  return create("_random_normal", std::move(a), device);
+}
+NDArray NDArray::arange(double start, double stop, double step, DType dtype, Device device) {
+  AttrMap a{{"start", format_float_attr(start)}, {"stop", format_float_attr(stop)},
+            {"step", format_float_attr(step)}, {"dtype", dtype_name(dtype)}};
+  return create("_arange", std::move(a), device);
+}
+
+NDArray NDArray::from_host(const void* data, const Shape& shape, DType dtype, Device device) {
+  WEFT_CHECK(device.type == DeviceType::kCPU) << "NDArray::from_host: only CPU arrays can be filled from host "
+                                                 "memory directly; copy_to() the device afterwards";
+  NDArray a = empty(shape, dtype, device);
+  // A fresh var has no pending operations: the copy can happen right here.
+  if (a.nbytes() > 0) std::memcpy(a.raw_data(), data, a.nbytes());
+  return a;
+}
+
+// ---- properties and views -------------------------------------------------------------------
+
+void NDArray::check_not_none(const char* what) const {
+  WEFT_CHECK(storage_ != nullptr) << "NDArray::" << what << ": the array is none (no storage)";
+}
+
+Device NDArray::device() const { return storage_ ? storage_->device : Device::cpu(); }
+VarHandle NDArray::var() const {
+  check_not_none("var");
+  return storage_->var;
+}
+uint64_t NDArray::version() const {
+  check_not_none("version");
+  return storage_->engine->var_version(storage_->var);
+}
+uint64_t NDArray::storage_id() const {
+  check_not_none("storage_id");
+  return storage_->id;
+}
+
+NDArray NDArray::reshape(const Shape& shape) const {
+  check_not_none("reshape");
+  Shape s = shape;
+  int unknown = -1;
+  int64_t known = 1;
+  for (int i = 0; i < s.ndim(); ++i) {
+    if (s[i] == -1) {
+      WEFT_CHECK(unknown < 0) << "NDArray::reshape: at most one -1 in " << shape;
+      unknown = i;
+    } else {
+      WEFT_CHECK(s[i] >= 0) << "NDArray::reshape: invalid dimension in " << shape;
+      known *= s[i];
+    }
+  }
+  if (unknown >= 0) {
+    WEFT_CHECK(known > 0 && size() % known == 0) << "NDArray::reshape: cannot reshape " << shape_ << " to " << shape;
+    s[unknown] = size() / known;
+  }
+  WEFT_CHECK_AS(ShapeError, s.size() == size())
+      << "NDArray::reshape: cannot reshape " << shape_ << " (" << size() << " elements) to " << shape;
+  NDArray v(storage_, s, dtype_, byte_offset_);
+  return v;
+}
+
+NDArray NDArray::slice(int64_t begin, int64_t end) const {
+  check_not_none("slice");
+  WEFT_CHECK(ndim() >= 1) << "NDArray::slice: a 0-d array cannot be sliced";
+  WEFT_CHECK(0 <= begin && begin <= end && end <= shape_[0])
+      << "NDArray::slice: [" << begin << ", " << end << ") is out of range for first dimension " << shape_[0];
+  Shape s = shape_;
+  s[0] = end - begin;
+  const size_t row = static_cast<size_t>(shape_.prod(1, ndim())) * dtype_size(dtype_);
+  return NDArray(storage_, s, dtype_, byte_offset_ + static_cast<size_t>(begin) * row);
+}
+
+NDArray NDArray::at(int64_t i) const {
+  NDArray row = slice(i, i + 1);
+  Shape s(shape_.begin() + 1, shape_.end());
+  row.shape_ = s;
+  return row;
+}
+
+TensorView NDArray::view() const {
+  check_not_none("view");
+  TensorView v(storage_->data.get(), storage_->device, dtype_, shape_);
+  v.byte_offset = byte_offset_;
+  return v;
+}
+
+void* NDArray::raw_data() const {
+  check_not_none("raw_data");
+  return static_cast<char*>(storage_->data.get()) + byte_offset_;
+}
+
+// ---- copies and waits -----------------------------------------------------------------------
+
+NDArray NDArray::copy() const { return copy_to(device()); }
+
+NDArray NDArray::copy_to(Device device) const {
+  check_not_none("copy_to");
+  NDArray dst = empty(shape_, dtype_, device);
+  copy_to(dst);
+  return dst;
+}
+
+void NDArray::copy_to(NDArray& dst) const {
+  check_not_none("copy_to");
+  WEFT_CHECK_AS(ShapeError, dst.shape() == shape_ && dst.dtype() == dtype_)
+      << "NDArray::copy_to: destination is " << dst.shape() << " " << dtype_name(dst.dtype()) << ", source is "
+      << shape_ << " " << dtype_name(dtype_);
+  WEFT_CHECK_AS(NotImplemented, device().type == DeviceType::kCPU && dst.device().type == DeviceType::kCPU)
+      << "NDArray::copy_to: copies involving " << weft::to_string(device()) << " and "
+      << weft::to_string(dst.device()) << " need the CUDA engine (not built yet)";
+  if (dst.shares_storage_with(*this) && dst.byte_offset_ == byte_offset_) return;
+  InvokeOptions o;
+  o.outputs = {dst};
+  invoke("_copy", {*this}, {}, std::move(o));
+}
+
+void NDArray::wait_to_read() const {
+  check_not_none("wait_to_read");
+  storage_->engine->wait_for_var(storage_->var);
+}
+void NDArray::wait_to_write() const { wait_to_read(); }
+
+void NDArray::copy_to_host(void* dst, size_t bytes) const {
+  check_not_none("copy_to_host");
+  WEFT_CHECK(bytes == nbytes()) << "NDArray::copy_to_host: buffer has " << bytes << " bytes, array has " << nbytes();
+  WEFT_CHECK_AS(NotImplemented, device().type == DeviceType::kCPU)
+      << "NDArray::copy_to_host: reading a device array needs the CUDA engine";
+  wait_to_read();
+  if (bytes > 0) std::memcpy(dst, raw_data(), bytes);
+}
+
+std::vector<double> NDArray::to_doubles() const {
+  check_not_none("to_doubles");
+  wait_to_read();
+  std::vector<double> out(static_cast<size_t>(size()));
+  const void* p = raw_data();
+  WEFT_DTYPE_SWITCH(dtype_, DT, "NDArray::to_doubles", {
+    const DT* src = static_cast<const DT*>(p);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(src[i]);
+  });
+  return out;
+}
+
+double NDArray::item() const {
+  WEFT_CHECK(size() == 1) << "NDArray::item: array has " << size() << " elements, not 1";
+  return to_doubles()[0];
+}
+
+std::string NDArray::to_string(int max_elements) const {
+  std::ostringstream os;
+  if (is_none()) return "NDArray(none)";
+  os << "NDArray " << shape_ << " " << dtype_name(dtype_) << " @" << weft::to_string(device()) << "\n[";
+  auto v = to_doubles();
+  for (size_t i = 0; i < v.size() && static_cast<int>(i) < max_elements; ++i) os << (i ? ", " : "") << v[i];
+  if (static_cast<int>(v.size()) > max_elements) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+NDArray& NDArray::operator+=(const NDArray& other) {
+  InvokeOptions o;
+  o.outputs = {*this};
+  invoke("elemwise_add", {*this, other}, {}, std::move(o));
+  return *this;
+}
+NDArray& NDArray::operator-=(const NDArray& other) {
+  InvokeOptions o;
+  o.outputs = {*this};
+  invoke("elemwise_sub", {*this, other}, {}, std::move(o));
+  return *this;
+}
+NDArray& NDArray::operator*=(const NDArray& other) {
+  InvokeOptions o;
+  o.outputs = {*this};
+  invoke("elemwise_mul", {*this, other}, {}, std::move(o));
+  return *this;
+}
+NDArray& NDArray::operator/=(const NDArray& other) {
+  InvokeOptions o;
+  o.outputs = {*this};
+  invoke("elemwise_div", {*this, other}, {}, std::move(o));
+  return *this;
+}
+
+}  // namespace weft
