@@ -5,6 +5,7 @@
 
 #include "base/build_config.h"
 #include "devices/device_api.h"
+#include "ops/op_listing.h"
 #include "tools/demo.h"
 
 int main(int argc, char** argv) {
@@ -22,9 +23,24 @@ int main(int argc, char** argv) {
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print version and build configuration");
 
+  bool ops_brief = false, ops_backward = false;
+  std::string ops_name;
+  CLI::App* ops_cmd = app.add_subcommand("ops", "List the registered operators with inputs, params and defaults");
+  ops_cmd->add_option("name", ops_name, "Show only this operator (name or alias)");
+  ops_cmd->add_flag("--brief", ops_brief, "One line per operator");
+  ops_cmd->add_flag("--backward", ops_backward, "Include the _backward_* operators");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (demo_cmd->parsed()) return weft::tools::run_demo(demo);
+    if (ops_cmd->parsed()) {
+      if (!ops_name.empty()) {
+        std::printf("%s\n", weft::describe_op(weft::get_op(ops_name), true).c_str());
+      } else {
+        std::printf("%s", weft::describe_registry(!ops_brief, ops_backward).c_str());
+      }
+      return 0;
+    }
     if (version_cmd->parsed()) {
       std::printf("weft %s (CUDA %s, oneDNN %s), %d CPU cores\n", WEFT_VERSION_STRING,
                   WEFT_USE_CUDA ? "on" : "off", WEFT_USE_ONEDNN ? "on" : "off",
