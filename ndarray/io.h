@@ -1,0 +1,37 @@
+// Saving and loading NDArrays: MXNet `.params` files (lists and dicts, `arg:`/`aux:` names) and
+// NumPy `.npy` files, on top of the host-level readers in ndarray/serialize.h.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ndarray/ndarray.h"
+
+namespace weft {
+
+/// Arrays read from a `.params` file, in file order. `names` is empty when a list was saved.
+struct LoadedArrays {
+  std::vector<std::string> names;
+  std::vector<NDArray> arrays;
+  /// The array called `name`; throws ValueError naming the file's keys when absent.
+  const NDArray& get(const std::string& name) const;
+  /// Whether `name` is present.
+  bool contains(const std::string& name) const;
+};
+
+/// Loads a `.params` file (every layout in FORMATS.md). Sparse arrays (csr, row_sparse) are
+/// densified; "none" arrays load as none NDArrays. Throws ValueError naming file, offset and
+/// problem on malformed input.
+LoadedArrays load_arrays(const std::string& path, Device device = Device::cpu());
+/// Saves a dict (waits for pending writes of each array first). V2 records unless `v3`.
+void save_arrays(const std::string& path, const std::vector<std::pair<std::string, NDArray>>& arrays,
+                 bool v3 = false);
+/// Saves a list.
+void save_arrays(const std::string& path, const std::vector<NDArray>& arrays, bool v3 = false);
+
+/// Reads / writes one array as `.npy` (little-endian, C order).
+NDArray load_npy_array(const std::string& path, Device device = Device::cpu());
+void save_npy_array(const std::string& path, const NDArray& array);
+
+}  // namespace weft
