@@ -65,26 +65,27 @@ NDArray sum_all(std::vector<NDArray>& parts) {
 
 using NodePtr = std::shared_ptr<detail::AutogradNode>;
 
-// Op nodes reachable from `roots`, heads first (reverse topological order).
-std::vector<detail::AutogradNode*> reverse_topological(const std::vector<detail::AutogradNode*>& roots) {
-  std::vector<detail::AutogradNode*> order;
+// Op nodes reachable from `roots`, heads first (reverse topological order). Holds a reference to
+// each, so freeing the graph while walking `order` cannot destroy a node still to be visited.
+std::vector<NodePtr> reverse_topological(const std::vector<NodePtr>& roots) {
+  std::vector<NodePtr> order;
   std::unordered_set<detail::AutogradNode*> seen;
-  std::vector<std::pair<detail::AutogradNode*, size_t>> stack;
-  for (auto* r : roots) {
-    if (r == nullptr || !r->attrs || seen.count(r)) continue;
-    seen.insert(r);
+  std::vector<std::pair<NodePtr, size_t>> stack;
+  for (const auto& r : roots) {
+    if (r == nullptr || !r->attrs || seen.count(r.get())) continue;
+    seen.insert(r.get());
     stack.emplace_back(r, 0);
     while (!stack.empty()) {
-      auto& [node, next] = stack.back();
-      if (next < node->inputs.size()) {
-        const auto& e = node->inputs[next++].autograd_entry();
-        detail::AutogradNode* child = e ? e->node.get() : nullptr;
-        if (child && child->attrs && !seen.count(child)) {
-          seen.insert(child);
-          stack.emplace_back(child, 0);
+      auto& top = stack.back();
+      detail::AutogradNode* node = top.first.get();
+      if (top.second < node->inputs.size()) {
+        const auto& e = node->inputs[top.second++].autograd_entry();
+        if (e && e->node && e->node->attrs && !seen.count(e->node.get())) {
+          seen.insert(e->node.get());
+          stack.emplace_back(e->node, 0);
         }
       } else {
-        order.push_back(node);
+        order.push_back(std::move(top.first));
         stack.pop_back();
       }
     }
@@ -111,7 +112,7 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   autograd::PauseScope pause(train_mode);  // backward ops are not recorded
 
   std::unordered_map<Key, std::vector<NDArray>, KeyHash> pending;
-  std::vector<detail::AutogradNode*> roots;
+  std::vector<NodePtr> roots;
   bool any = false;
   for (size_t i = 0; i < heads.size(); ++i) {
     const auto& e = heads[i].autograd_entry();
@@ -124,7 +125,7 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
     WEFT_CHECK_AS(ShapeError, g.shape() == heads[i].shape())
         << "backward: head gradient " << i << " has shape " << g.shape() << ", head has " << heads[i].shape();
     pending[{e->node.get(), e->index}].push_back(g);
-    roots.push_back(e->node.get());
+    roots.push_back(e->node);
   }
   WEFT_CHECK(any) << "backward: no head requires a gradient (record the computation with autograd::RecordScope "
                      "and call attach_grad on its inputs)";
@@ -141,7 +142,8 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   };
 
   auto order = reverse_topological(roots);
-  for (detail::AutogradNode* node : order) {
+  for (const NodePtr& node_ptr : order) {
+    detail::AutogradNode* node = node_ptr.get();
     WEFT_CHECK(!node->freed) << "backward: part of the graph was freed by an earlier backward; pass retain_graph=true";
     const int nout = static_cast<int>(node->outputs.size());
     std::vector<NDArray> out_grads(nout);
@@ -182,7 +184,7 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   }
 
   if (!retain_graph) {
-    for (detail::AutogradNode* node : order) {
+    for (const NodePtr& node : order) {
       node->inputs.clear();
       node->outputs.clear();
       node->freed = true;

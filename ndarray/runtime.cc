@@ -11,9 +11,10 @@ std::mutex& runtime_mutex() {
   static std::mutex m;
   return m;
 }
+// Leaked on purpose (see Teardown): never destroyed by static destruction.
 std::unique_ptr<Runtime>& runtime_slot() {
-  static std::unique_ptr<Runtime> slot;
-  return slot;
+  static auto* slot = new std::unique_ptr<Runtime>();
+  return *slot;
 }
 std::atomic<Runtime*> g_runtime{nullptr};
 std::atomic<bool> g_torn_down{false};
@@ -21,14 +22,11 @@ std::atomic<uint64_t> g_generation{1};
 // Storage ids stay unique across runtimes, so caches keyed on them never see a reused id.
 std::atomic<uint64_t> g_next_storage_id{1};
 
-// Destroys the runtime at exit before other statics it might reference.
+// At exit the runtime is left alive (its workers idle): by the time static destructors run, the
+// main thread's thread-local state that the engine uses (object-pool caches) is already gone, so
+// destroying the engine then is unsafe. weft::shutdown() tears it down properly.
 struct Teardown {
-  ~Teardown() {
-    std::lock_guard<std::mutex> lock(runtime_mutex());
-    g_runtime.store(nullptr, std::memory_order_release);
-    runtime_slot().reset();
-    g_torn_down.store(true, std::memory_order_release);
-  }
+  ~Teardown() {}
 };
 }  // namespace
 
@@ -130,6 +128,12 @@ int Runtime::kernel_started() {
 }
 
 void waitall() { Runtime::get().engine().wait_for_all(); }
+
+void shutdown() {
+  std::lock_guard<std::mutex> lock(runtime_mutex());
+  g_runtime.store(nullptr, std::memory_order_release);
+  runtime_slot().reset();
+}
 void random_seed(uint64_t seed) { Runtime::get().seed(seed); }
 
 }  // namespace weft

@@ -83,6 +83,11 @@ class Runtime {
 
 /// Waits for every pushed operation (Runtime::get().engine().wait_for_all()).
 void waitall();
+/// Waits for all work, then destroys the runtime (engine, pools), writing the profiler trace if
+/// one was configured. Call before the end of main() when a clean teardown matters; no NDArray may
+/// be used afterwards (arrays still alive just release their memory). A later Runtime::get()
+/// creates a new runtime.
+void shutdown();
 /// Seeds the random generators of every device.
 void random_seed(uint64_t seed);
 
