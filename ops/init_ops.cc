@@ -1,7 +1,414 @@
-// Placeholder: registration of this op group (filled in by its implementation).
+// Creation ops without inputs: _zeros, _ones, _full, _arange and the random samplers
+// _random_uniform / _random_normal (MXNet's init_op.h and sample_op.h semantics).
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "ops/builtin_ops.h"
+#include "ops/infer_util.h"
 #include "ops/op.h"
 
 namespace weft::detail {
-void register_init_ops(OpRegistry& r) {}
+namespace {
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+/// Declares the fields every creation op shares (shape, ctx, dtype) on a param struct P.
+template <typename P>
+void declare_shape_ctx(ParamSchema<P>& s) {
+  s.field("shape", &P::shape).set_default(Shape::filled(0, 0)).describe("The shape of the output.");
+  s.field("ctx", &P::ctx)
+      .set_default(std::string())
+      .describe("Context of the output; accepted and ignored.");
+}
+
+/// Rejects negative dimensions in a creation op's `shape`.
+void check_creation_shape(const Shape& shape) {
+  for (int64_t d : shape) WEFT_CHECK(d >= 0) << "shape " << shape << " has a negative dimension";
+}
+
+/// _zeros / _ones (MXNet InitOpParam).
+struct InitParam {
+  Shape shape;
+  std::string ctx;
+  DType dtype = DType::kFloat32;
+  static void declare(ParamSchema<InitParam>& s) {
+    declare_shape_ctx(s);
+    s.field("dtype", &InitParam::dtype)
+        .set_default(DType::kFloat32)
+        .describe("Element type of the output.");
+    s.check([](InitParam& p) { check_creation_shape(p.shape); });
+  }
+};
+
+/// _full (MXNet InitOpWithScalarParam).
+struct FullParam {
+  Shape shape;
+  std::string ctx;
+  DType dtype = DType::kFloat32;
+  double value = 0;
+  static void declare(ParamSchema<FullParam>& s) {
+    declare_shape_ctx(s);
+    s.field("dtype", &FullParam::dtype)
+        .set_default(DType::kFloat32)
+        .describe("Element type of the output.");
+    s.field("value", &FullParam::value).describe("Value every element gets.");
+    s.check([](FullParam& p) { check_creation_shape(p.shape); });
+  }
+};
+
+/// _arange (MXNet RangeParam). After parsing, a missing `stop` (without infer_range) means
+/// [0, start): start moves to stop and start becomes 0, as MXNet's RangeParamParser does.
+struct ArangeParam {
+  double start = 0;
+  std::optional<double> stop;
+  double step = 1;
+  int repeat = 1;
+  bool infer_range = false;
+  std::string ctx;
+  DType dtype = DType::kFloat32;
+  static void declare(ParamSchema<ArangeParam>& s) {
+    s.field("start", &ArangeParam::start).describe("Start of the interval (included).");
+    s.field("stop", &ArangeParam::stop)
+        .set_default(std::nullopt)
+        .describe("End of the interval (excluded).");
+    s.field("step", &ArangeParam::step).set_default(1.0).describe("Spacing between values.");
+    s.field("repeat", &ArangeParam::repeat)
+        .set_default(1)
+        .describe("Times each element is repeated.");
+    s.field("infer_range", &ArangeParam::infer_range)
+        .set_default(false)
+        .describe("Infer the stop from start, step, repeat and the output size.");
+    s.field("ctx", &ArangeParam::ctx).set_default(std::string()).describe("Accepted and ignored.");
+    s.field("dtype", &ArangeParam::dtype)
+        .set_default(DType::kFloat32)
+        .describe("Element type of the output.");
+    s.check([](ArangeParam& p) {
+      WEFT_CHECK(p.step != 0) << "step must not be 0";
+      WEFT_CHECK(p.repeat > 0) << "repeat must be positive, got " << p.repeat;
+      if (!p.infer_range && !p.stop) {
+        p.stop = p.start;
+        p.start = 0;
+      }
+      if (p.stop) {
+        WEFT_CHECK(p.step > 0 ? p.start < *p.stop : p.start > *p.stop)
+            << "invalid range (start, stop, step) = (" << p.start << ", " << *p.stop << ", "
+            << p.step << ")";
+      }
+    });
+  }
+};
+
+const std::vector<std::pair<std::string, DType>> kRandomDTypes = {
+    {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64}};
+
+/// _random_uniform (MXNet SampleUniformParam).
+struct UniformParam {
+  double low = 0, high = 1;
+  Shape shape;
+  std::string ctx;
+  std::optional<DType> dtype;
+  static void declare(ParamSchema<UniformParam>& s) {
+    s.field("low", &UniformParam::low)
+        .set_default(0.0)
+        .describe("Lower bound of the distribution.");
+    s.field("high", &UniformParam::high)
+        .set_default(1.0)
+        .describe("Upper bound of the distribution.");
+    declare_shape_ctx(s);
+    s.optional_enum_field("dtype", &UniformParam::dtype, kRandomDTypes)
+        .set_default(std::nullopt)
+        .describe("Element type; None: the output's type when known, else float32.");
+    s.check([](UniformParam& p) {
+      check_creation_shape(p.shape);
+      WEFT_CHECK(p.low <= p.high) << "low (" << p.low << ") must be <= high (" << p.high << ")";
+    });
+  }
+};
+
+/// _random_normal (MXNet SampleNormalParam).
+struct NormalParam {
+  double loc = 0, scale = 1;
+  Shape shape;
+  std::string ctx;
+  std::optional<DType> dtype;
+  static void declare(ParamSchema<NormalParam>& s) {
+    s.field("loc", &NormalParam::loc).set_default(0.0).describe("Mean of the distribution.");
+    s.field("scale", &NormalParam::scale)
+        .set_default(1.0)
+        .describe("Standard deviation of the distribution.");
+    declare_shape_ctx(s);
+    s.optional_enum_field("dtype", &NormalParam::dtype, kRandomDTypes)
+        .set_default(std::nullopt)
+        .describe("Element type; None: the output's type when known, else float32.");
+    s.check([](NormalParam& p) {
+      check_creation_shape(p.shape);
+      WEFT_CHECK(p.scale > 0) << "scale must be positive, got " << p.scale;
+    });
+  }
+};
+
+// ---- inference
+// ------------------------------------------------------------------------------------
+
+// Note [Legacy creation shapes]
+// MXNet 1.x (non-numpy mode) reads a 0 in a creation op's `shape` as "unknown", to be inferred
+// from the consumers (e.g. an RNN begin state `zeros(shape=(0, 256))` whose batch dimension
+// comes from the data). An empty `shape` means "whatever the output turns out to be" when the
+// output shape is already known, and a 0-d scalar otherwise.
+
+/// FInferShape of the creation ops with a `shape` field; see Note [Legacy creation shapes].
+template <typename P>
+bool infer_creation_shape(const OpAttrs& attrs, std::vector<Shape>&, std::vector<Shape>& out) {
+  const Shape& given = attrs.params<P>().shape;
+  if (given.ndim() <= 0 && out[0].rank_known()) return out[0].known();
+  Shape wanted = given.rank_known() ? given : Shape::filled(0, 0);
+  for (int64_t& d : wanted)
+    if (d == 0) d = -1;
+  assign_output_shape(attrs, out, 0, wanted);
+  return out[0].known();
+}
+
+/// FInferType of ops whose output dtype is the `dtype` param.
+template <typename P>
+bool infer_param_type(const OpAttrs& attrs, std::vector<DType>&, std::vector<DType>& out) {
+  assign_output_type(attrs, out, 0, attrs.params<P>().dtype);
+  return true;
+}
+
+/// FInferType of the samplers: dtype None takes the output's type when known, else float32.
+template <typename P>
+bool infer_random_type(const OpAttrs& attrs, std::vector<DType>&, std::vector<DType>& out) {
+  const auto& dtype = attrs.params<P>().dtype;
+  if (dtype) {
+    assign_output_type(attrs, out, 0, *dtype);
+  } else if (out[0] == DType::kUnknown) {
+    out[0] = DType::kFloat32;
+  }
+  WEFT_CHECK_AS(ShapeError,
+                out[0] == DType::kFloat32 || out[0] == DType::kFloat64 || out[0] == DType::kFloat16)
+      << attrs.where() << ": output dtype " << dtype_name(out[0]) << " is not a floating type";
+  return true;
+}
+
+bool infer_arange_shape(const OpAttrs& attrs, std::vector<Shape>&, std::vector<Shape>& out) {
+  const auto& p = attrs.params<ArangeParam>();
+  if (!p.stop) {  // infer_range without stop: the size comes from the consumer
+    if (out[0].rank_known() && out[0].ndim() != 1) {
+      throw_shape_error(attrs, "the output must be 1-D, got " + out[0].to_string());
+    }
+    return out[0].known();
+  }
+  const double size = std::ceil((*p.stop - p.start) / p.step) * p.repeat;
+  assign_output_shape(attrs, out, 0, Shape{static_cast<int64_t>(size)});
+  return true;
+}
+
+// ---- kernels
+// --------------------------------------------------------------------------------------
+
+constexpr int64_t kGrain = 1 << 15;
+
+/// Writes (or adds, for kAdd) `value(i)` into every element of `out`.
+template <typename DT, typename F>
+void fill_with(const OpContext& ctx, OpReq req, const TensorView& out, F value) {
+  DT* y = out.ptr<DT>();
+  const bool add = req == OpReq::kAdd;
+  parallel_for(out.size(), kGrain, ctx.num_threads, [&](int64_t begin, int64_t end) {
+    if (add) {
+      for (int64_t i = begin; i < end; ++i) y[i] = static_cast<DT>(y[i] + value(i));
+    } else {
+      for (int64_t i = begin; i < end; ++i) y[i] = static_cast<DT>(value(i));
+    }
+  });
+}
+
+/// Fills with a constant; zeros with kWrite is a memset and works for every dtype.
+void fill_constant(const OpAttrs& attrs, const OpContext& ctx, OpReq req, const TensorView& out,
+                   double value) {
+  if (req == OpReq::kNull) return;
+  if (value == 0 && req != OpReq::kAdd) {
+    std::memset(out.raw(), 0, out.bytes());
+    return;
+  }
+  if (value == 0) return;  // adding zero
+  WEFT_DTYPE_SWITCH(out.dtype(), DT, attrs.where(), {
+    const DT v = static_cast<DT>(value);
+    fill_with<DT>(ctx, req, out, [v](int64_t) { return v; });
+  });
+}
+
+void zeros_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  fill_constant(attrs, ctx, req[0], out[0], 0.0);
+}
+
+void ones_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  fill_constant(attrs, ctx, req[0], out[0], 1.0);
+}
+
+void full_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  fill_constant(attrs, ctx, req[0], out[0], attrs.params<FullParam>().value);
+}
+
+void arange_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const auto& p = attrs.params<ArangeParam>();
+  const int64_t repeat = p.repeat;
+  WEFT_DTYPE_SWITCH(out[0].dtype(), DT, attrs.where(), {
+    // Like MXNet: start and step are cast to the element type first, so integer ranges step by
+    // whole numbers (unsigned types take the truncated value, never a negative float).
+    double start = p.start, step = p.step;
+    if constexpr (std::is_integral_v<DT>) {
+      start = static_cast<double>(static_cast<int64_t>(start));
+      step = static_cast<double>(static_cast<int64_t>(step));
+    }
+    const DT start_t = static_cast<DT>(start), step_t = static_cast<DT>(step);
+    fill_with<DT>(ctx, req[0], out[0], [=](int64_t i) {
+      return static_cast<DT>(start_t + static_cast<DT>(i / repeat) * step_t);
+    });
+  });
+}
+
+// Note [Reproducible sampling]
+// Draws come from ctx.random->engine, which the engine orders through its var. To fill large
+// outputs on several threads and still get the same values for a seed whatever the thread count,
+// the output is cut into fixed chunks of kSampleChunk elements; one 64-bit seed per chunk is
+// drawn serially from the engine, and each chunk is filled from its own mt19937_64.
+constexpr int64_t kSampleChunk = 1 << 14;
+
+template <typename DT, typename Dist>
+void sample_into(const OpContext& ctx, OpReq req, const TensorView& out, const Dist& proto) {
+  const int64_t n = out.size();
+  const int64_t chunks = (n + kSampleChunk - 1) / kSampleChunk;
+  std::vector<uint64_t> seeds(static_cast<size_t>(chunks));
+  for (auto& s : seeds) s = ctx.random->engine();
+  DT* y = out.ptr<DT>();
+  const bool add = req == OpReq::kAdd;
+  parallel_for(chunks, 1, ctx.num_threads, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      std::mt19937_64 gen(seeds[c]);
+      Dist dist = proto;
+      const int64_t begin = c * kSampleChunk, end = std::min(n, begin + kSampleChunk);
+      for (int64_t i = begin; i < end; ++i) {
+        const DT v = static_cast<DT>(dist(gen));
+        y[i] = add ? static_cast<DT>(y[i] + v) : v;
+      }
+    }
+  });
+}
+
+/// Uniform on [low, high) in DT: draws in double and keeps a value that rounds up to `high`
+/// (possible after the cast to float) strictly below it.
+template <typename DT>
+struct HalfOpenUniform {
+  double low, high;
+  template <typename Gen>
+  DT operator()(Gen& gen) const {
+    const DT v = static_cast<DT>(std::uniform_real_distribution<double>(low, high)(gen));
+    const DT hi = static_cast<DT>(high);
+    return v >= hi && high > low ? std::nextafter(hi, static_cast<DT>(low)) : v;
+  }
+};
+
+void check_random(const OpAttrs& attrs, const OpContext& ctx) {
+  WEFT_CHECK_AS(InternalError, ctx.random != nullptr)
+      << attrs.where() << ": no random state (kRandom)";
+}
+
+void uniform_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  check_random(attrs, ctx);
+  const auto& p = attrs.params<UniformParam>();
+  WEFT_FLOAT_SWITCH(out[0].dtype(), DT, attrs.where(), {
+    sample_into<DT>(ctx, req[0], out[0], HalfOpenUniform<DT>{p.low, p.high});
+  });
+}
+
+void normal_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView>,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  check_random(attrs, ctx);
+  const auto& p = attrs.params<NormalParam>();
+  WEFT_FLOAT_SWITCH(out[0].dtype(), DT, attrs.where(), {
+    sample_into<DT>(ctx, req[0], out[0],
+                    std::normal_distribution<DT>(static_cast<DT>(p.loc), static_cast<DT>(p.scale)));
+  });
+}
+
+std::vector<ResourceRequest> random_resource(const OpAttrs&, const std::vector<Shape>&,
+                                             const std::vector<Shape>&) {
+  return {ResourceRequest{ResourceRequest::Kind::kRandom, 0}};
+}
+
+/// Registers a creation op with no inputs, one output, and no gradient (nothing to differentiate).
+template <typename P>
+Op& register_creation(OpRegistry& r, const std::string& name, std::string description,
+                      FCompute kernel) {
+  Op& op = r.register_op(name);
+  op.set_params<P>();
+  return op.describe(std::move(description))
+      .set_num_inputs(0)
+      .set_num_outputs(1)
+      .set_attr<FCompute>(DeviceType::kCPU, std::move(kernel));
+}
+
+}  // namespace
+
+void register_init_ops(OpRegistry& r) {
+  register_creation<InitParam>(r, "_zeros", "An array of zeros of the given shape and dtype.",
+                               zeros_forward)
+      .set_attr<FInferShape>(infer_creation_shape<InitParam>)
+      .set_attr<FInferType>(infer_param_type<InitParam>);
+  r.add_alias("zeros", "_zeros");
+
+  register_creation<InitParam>(r, "_ones", "An array of ones of the given shape and dtype.",
+                               ones_forward)
+      .set_attr<FInferShape>(infer_creation_shape<InitParam>)
+      .set_attr<FInferType>(infer_param_type<InitParam>);
+  r.add_alias("ones", "_ones");
+
+  register_creation<FullParam>(
+      r, "_full", "An array of the given shape and dtype filled with `value`.", full_forward)
+      .set_attr<FInferShape>(infer_creation_shape<FullParam>)
+      .set_attr<FInferType>(infer_param_type<FullParam>);
+  r.add_alias("full", "_full");
+
+  register_creation<ArangeParam>(
+      r, "_arange",
+      "Evenly spaced values in [start, stop) with spacing `step`, each repeated `repeat` times. "
+      "Without "
+      "`stop` the range is [0, start); with infer_range the length comes from the output shape.",
+      arange_forward)
+      .set_attr<FInferShape>(infer_arange_shape)
+      .set_attr<FInferType>(infer_param_type<ArangeParam>);
+  r.add_alias("arange", "_arange");
+
+  register_creation<UniformParam>(
+      r, "_random_uniform",
+      "Samples from the uniform distribution on [low, high) (engine random state).",
+      uniform_forward)
+      .set_attr<FInferShape>(infer_creation_shape<UniformParam>)
+      .set_attr<FInferType>(infer_random_type<UniformParam>)
+      .set_attr<FResourceRequest>(random_resource);
+  r.add_alias("random_uniform", "_random_uniform");
+  r.add_alias("uniform", "_random_uniform");
+
+  register_creation<NormalParam>(
+      r, "_random_normal",
+      "Samples from the normal distribution N(loc, scale^2) (engine random state).", normal_forward)
+      .set_attr<FInferShape>(infer_creation_shape<NormalParam>)
+      .set_attr<FInferType>(infer_random_type<NormalParam>)
+      .set_attr<FResourceRequest>(random_resource);
+  r.add_alias("random_normal", "_random_normal");
+  r.add_alias("normal", "_random_normal");
+}
+
 }  // namespace weft::detail
