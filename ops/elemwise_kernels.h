@@ -1,0 +1,242 @@
+// Private helpers of the elementwise and reduction kernels: req-aware loops, the broadcast
+// iteration plan, and the registration entry points of the elementwise files.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ops/infer_util.h"
+#include "ops/op.h"
+
+namespace weft::detail {
+
+void register_elemwise_binary_ops(OpRegistry& r);  // ops/elemwise_binary.cc
+void register_elemwise_unary_ops(OpRegistry& r);   // ops/elemwise_unary.cc
+void register_elemwise_scalar_ops(OpRegistry& r);  // ops/elemwise_scalar.cc
+
+/// Below this many elements a kernel runs on the calling thread.
+inline constexpr int64_t kElemwiseParallelMin = 1 << 16;
+/// Elements per parallel chunk.
+inline constexpr int64_t kElemwiseGrain = 1 << 15;
+
+/// Like WEFT_DTYPE_SWITCH without bool (the arithmetic types).
+#define WEFT_ARITH_SWITCH(dtype, DT, what, ...)                                               \
+  switch (dtype) {                                                                           \
+    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                 \
+    case ::weft::DType::kInt32: { using DT = int32_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kInt64: { using DT = int64_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kUInt8: { using DT = uint8_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kInt8: { using DT = int8_t; __VA_ARGS__; break; }                    \
+    default:                                                                                 \
+      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)          \
+                                 << " is not supported";                                     \
+  }
+
+/// Runs body(begin, end) over [0, n): inline for small n, else with parallel_for.
+template <typename Body>
+inline void run_range(int64_t n, int threads, Body&& body) {
+  if (n < kElemwiseParallelMin || threads <= 1) {
+    if (n > 0) body(int64_t{0}, n);
+  } else {
+    parallel_for(n, kElemwiseGrain, threads, body);
+  }
+}
+
+/// out[i] (=|+=) f(a[i]) for i in [0, n). `out` may alias `a` (same index read before write).
+template <typename DT, typename OT, typename F>
+inline void map1(int64_t n, const DT* a, OT* out, OpReq req, int threads, F f) {
+  if (req == OpReq::kNull) return;
+  if (req == OpReq::kAdd) {
+    run_range(n, threads, [=](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] += static_cast<OT>(f(a[i]));
+    });
+  } else {
+    run_range(n, threads, [=](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] = static_cast<OT>(f(a[i]));
+    });
+  }
+}
+
+/// out[i] (=|+=) f(a[i], b[i]).
+template <typename DT, typename OT, typename F>
+inline void map2(int64_t n, const DT* a, const DT* b, OT* out, OpReq req, int threads, F f) {
+  if (req == OpReq::kNull) return;
+  if (req == OpReq::kAdd) {
+    run_range(n, threads, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] += static_cast<OT>(f(a[i], b[i]));
+    });
+  } else {
+    run_range(n, threads, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = static_cast<OT>(f(a[i], b[i]));
+    });
+  }
+}
+
+/// out[i] (=|+=) f(a[i], b[i], c[i]).
+template <typename DT, typename F>
+inline void map3(int64_t n, const DT* a, const DT* b, const DT* c, DT* out, OpReq req, int threads, F f) {
+  if (req == OpReq::kNull) return;
+  if (req == OpReq::kAdd) {
+    run_range(n, threads, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] += f(a[i], b[i], c[i]);
+    });
+  } else {
+    run_range(n, threads, [=](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i], c[i]);
+    });
+  }
+}
+
+/// out (=|+=) value, n elements.
+template <typename DT>
+inline void fill(int64_t n, DT* out, DT value, OpReq req) {
+  if (req == OpReq::kNull) return;
+  if (req == OpReq::kAdd) {
+    for (int64_t i = 0; i < n; ++i) out[i] += value;
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = value;
+  }
+}
+
+/// How to walk a "big" shape while reading two operands broadcast against it: the big shape
+/// with size-1 dims dropped and adjacent dims of the same broadcast pattern merged, and per
+/// operand the element strides (0 on the dims where it is broadcast). Always >= 1 dim.
+struct BroadcastPlan {
+  static constexpr int kMaxDims = 16;
+  int ndim = 1;
+  int64_t size = 1;
+  int64_t shape[kMaxDims] = {1};
+  int64_t lstride[kMaxDims] = {0};
+  int64_t rstride[kMaxDims] = {0};
+
+  int64_t inner() const { return shape[ndim - 1]; }
+  int64_t rows() const { return size / shape[ndim - 1]; }
+};
+
+/// Builds the plan of `big` against `l` and `r` (right-aligned; each operand dim equals the big
+/// dim or is 1). Throws NotImplemented for a pattern needing more than kMaxDims dims.
+inline BroadcastPlan make_broadcast_plan(const int64_t* big, int nbig, const int64_t* l, int nl,
+                                         const int64_t* r, int nr) {
+  BroadcastPlan p;
+  bool lb[BroadcastPlan::kMaxDims] = {}, rb[BroadcastPlan::kMaxDims] = {};
+  int n = 0;
+  for (int d = 0; d < nbig; ++d) {
+    const int64_t o = big[d];
+    if (o == 1) continue;
+    const int li = d - (nbig - nl), ri = d - (nbig - nr);
+    const bool lbc = li < 0 || l[li] == 1;
+    const bool rbc = ri < 0 || r[ri] == 1;
+    if (n > 0 && lb[n - 1] == lbc && rb[n - 1] == rbc) {
+      p.shape[n - 1] *= o;
+      continue;
+    }
+    WEFT_CHECK_AS(NotImplemented, n < BroadcastPlan::kMaxDims)
+        << "broadcast pattern with more than " << BroadcastPlan::kMaxDims << " alternating dims";
+    p.shape[n] = o;
+    lb[n] = lbc;
+    rb[n] = rbc;
+    ++n;
+  }
+  if (n == 0) {
+    p.ndim = 1;
+    p.shape[0] = 1;
+    p.lstride[0] = p.rstride[0] = 0;
+    p.size = 1;
+    return p;
+  }
+  p.ndim = n;
+  int64_t la = 1, ra = 1, size = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    p.lstride[d] = lb[d] ? 0 : la;
+    p.rstride[d] = rb[d] ? 0 : ra;
+    if (!lb[d]) la *= p.shape[d];
+    if (!rb[d]) ra *= p.shape[d];
+    size *= p.shape[d];
+  }
+  p.size = size;
+  return p;
+}
+
+/// Calls body(loff, roff, big_off) for each row (all dims but the last) in [row_begin, row_end);
+/// the row covers plan.inner() elements of the big shape starting at big_off.
+template <typename Body>
+inline void for_each_row(const BroadcastPlan& p, int64_t row_begin, int64_t row_end, Body&& body) {
+  const int outer = p.ndim - 1;
+  const int64_t inner = p.inner();
+  int64_t idx[BroadcastPlan::kMaxDims];
+  int64_t loff = 0, roff = 0, rem = row_begin;
+  for (int d = outer - 1; d >= 0; --d) {
+    idx[d] = rem % p.shape[d];
+    rem /= p.shape[d];
+    loff += idx[d] * p.lstride[d];
+    roff += idx[d] * p.rstride[d];
+  }
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    body(loff, roff, row * inner);
+    for (int d = outer - 1; d >= 0; --d) {
+      ++idx[d];
+      loff += p.lstride[d];
+      roff += p.rstride[d];
+      if (idx[d] < p.shape[d]) break;
+      loff -= p.lstride[d] * p.shape[d];
+      roff -= p.rstride[d] * p.shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Right-aligned NumPy broadcast of two shapes whose ranks are known (dims may be -1). Returns
+/// false when two known dims differ and neither is 1.
+inline bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+  const int n = std::max(a.ndim(), b.ndim());
+  Shape o = Shape::filled(n, -1);
+  for (int d = 0; d < n; ++d) {
+    const int ai = d - (n - a.ndim()), bi = d - (n - b.ndim());
+    const int64_t x = ai < 0 ? 1 : a[ai];
+    const int64_t y = bi < 0 ? 1 : b[bi];
+    if (x == 1) {
+      o[d] = y;
+    } else if (y == 1) {
+      o[d] = x;
+    } else if (x < 0) {
+      o[d] = y;  // may be -1 too
+    } else if (y < 0 || x == y) {
+      o[d] = x;
+    } else {
+      return false;
+    }
+  }
+  *out = std::move(o);
+  return true;
+}
+
+/// Safe integer division (0 for a zero divisor, no trap on INT_MIN / -1); plain for floats.
+template <typename T>
+inline T safe_div(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return static_cast<T>(T(0) - a);
+    }
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
+}
+
+/// pow for any arithmetic type (integers via double).
+template <typename T>
+inline T any_pow(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  } else {
+    return std::pow(a, b);
+  }
+}
+
+}  // namespace weft::detail
