@@ -1,0 +1,515 @@
+// Activation (relu, sigmoid, tanh, softrelu, softsign) and LeakyReLU (leaky, prelu, elu, selu,
+// gelu, rrelu) with their backward ops. float32 Activation forward uses oneDNN eltwise.
+#include <random>
+
+#include "ops/dnnl_util.h"
+#include "ops/norm_common.h"
+
+namespace weft::detail {
+namespace {
+
+using norm::AxisSplit;
+using norm::split_at;
+using norm::store;
+
+// ---- Activation
+// ----------------------------------------------------------------------------------
+
+enum class ActType { kReLU, kSigmoid, kTanh, kSoftReLU, kSoftSign };
+
+struct ActivationParam {
+  ActType act_type = ActType::kReLU;
+  static void declare(ParamSchema<ActivationParam>& s) {
+    s.enum_field("act_type", &ActivationParam::act_type,
+                 {{"relu", ActType::kReLU},
+                  {"sigmoid", ActType::kSigmoid},
+                  {"tanh", ActType::kTanh},
+                  {"softrelu", ActType::kSoftReLU},
+                  {"softsign", ActType::kSoftSign}})
+        .describe("the activation function");
+  }
+};
+
+template <typename DT>
+inline DT act_value(ActType t, DT x) {
+  switch (t) {
+    case ActType::kReLU:
+      return x > DT(0) ? x : DT(0);
+    case ActType::kSigmoid:
+      return DT(1) / (DT(1) + std::exp(-x));
+    case ActType::kTanh:
+      return std::tanh(x);
+    case ActType::kSoftReLU:
+      return x > DT(20) ? x : std::log1p(std::exp(x));
+    case ActType::kSoftSign:
+      return x / (DT(1) + std::abs(x));
+  }
+  return x;
+}
+
+// dy * f'(x), given x and y = f(x).
+template <typename DT>
+inline DT act_grad(ActType t, DT x, DT y, DT dy) {
+  switch (t) {
+    case ActType::kReLU:
+      return x > DT(0) ? dy : DT(0);
+    case ActType::kSigmoid:
+      return dy * y * (DT(1) - y);
+    case ActType::kTanh:
+      return dy * (DT(1) - y * y);
+    case ActType::kSoftReLU:
+      return dy / (DT(1) + std::exp(-x));
+    case ActType::kSoftSign: {
+      const DT d = DT(1) + std::abs(x);
+      return dy / (d * d);
+    }
+  }
+  return dy;
+}
+
+// Applies `f` elementwise with a loop per activation type so each loop inlines its function.
+template <typename DT, typename F>
+void map_act(ActType t, int64_t n, int threads, F&& f) {
+  parallel_for(n, 16384, threads, [&](int64_t a, int64_t b) {
+    switch (t) {
+      case ActType::kReLU:
+        f(std::integral_constant<ActType, ActType::kReLU>{}, a, b);
+        break;
+      case ActType::kSigmoid:
+        f(std::integral_constant<ActType, ActType::kSigmoid>{}, a, b);
+        break;
+      case ActType::kTanh:
+        f(std::integral_constant<ActType, ActType::kTanh>{}, a, b);
+        break;
+      case ActType::kSoftReLU:
+        f(std::integral_constant<ActType, ActType::kSoftReLU>{}, a, b);
+        break;
+      case ActType::kSoftSign:
+        f(std::integral_constant<ActType, ActType::kSoftSign>{}, a, b);
+        break;
+    }
+  });
+}
+
+#if WEFT_USE_ONEDNN
+bool act_forward_dnnl(ActType t, const OpContext& ctx, const TensorView& x, OpReq req,
+                      const TensorView& y) {
+  if (x.dtype() != DType::kFloat32 || (req != OpReq::kWrite && req != OpReq::kInplace) ||
+      x.size() == 0)
+    return false;
+  dnnl::algorithm alg;
+  switch (t) {
+    case ActType::kReLU:
+      alg = dnnl::algorithm::eltwise_relu;
+      break;
+    case ActType::kSigmoid:
+      alg = dnnl::algorithm::eltwise_logistic;
+      break;
+    case ActType::kTanh:
+      alg = dnnl::algorithm::eltwise_tanh;
+      break;
+    case ActType::kSoftReLU:
+      alg = dnnl::algorithm::eltwise_soft_relu;
+      break;
+    default:
+      return false;
+  }
+  using namespace dnnl_util;
+  // Viewed 1-D: eltwise does not care about the shape.
+  const dnnl::memory::dims dims{x.size()};
+  const std::string key =
+      "Activation|" + std::to_string(static_cast<int>(t)) + "|" + std::to_string(x.size());
+  auto& prim = cached<dnnl::eltwise_forward>(key, [&] {
+    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, alg,
+                                     plain_desc(dims, DType::kFloat32), 0.f, 0.f);
+    return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, cpu_engine()));
+  });
+  ScopedThreads threads(ctx.num_threads);
+  const auto md = plain_desc(dims, DType::kFloat32);
+  execute(prim, {{DNNL_ARG_SRC, wrap(md, x.raw())}, {DNNL_ARG_DST, wrap(md, y.raw())}});
+  return true;
+}
+#endif
+
+void act_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const ActType t = attrs.params<ActivationParam>().act_type;
+#if WEFT_USE_ONEDNN
+  if (act_forward_dnnl(t, ctx, in[0], req[0], out[0])) return;
+#endif
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
+    const DT* x = in[0].ptr<DT>();
+    DT* y = out[0].ptr<DT>();
+    const OpReq r = req[0];
+    map_act<DT>(t, in[0].size(), ctx.num_threads, [&](auto kind, int64_t a, int64_t b) {
+      if (r == OpReq::kAdd) {
+        for (int64_t k = a; k < b; ++k) y[k] += act_value<DT>(kind.value, x[k]);
+      } else {
+        for (int64_t k = a; k < b; ++k) y[k] = act_value<DT>(kind.value, x[k]);
+      }
+    });
+  });
+}
+
+// in: out_grad, data, output.
+void act_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const ActType t = attrs.params<ActivationParam>().act_type;
+  WEFT_FLOAT_SWITCH(in[1].dtype(), DT, attrs.where(), {
+    const DT* dy = in[0].ptr<DT>();
+    const DT* x = in[1].ptr<DT>();
+    const DT* y = in[2].ptr<DT>();
+    DT* dx = out[0].ptr<DT>();
+    const OpReq r = req[0];
+    map_act<DT>(t, in[1].size(), ctx.num_threads, [&](auto kind, int64_t a, int64_t b) {
+      if (r == OpReq::kAdd) {
+        for (int64_t k = a; k < b; ++k) dx[k] += act_grad<DT>(kind.value, x[k], y[k], dy[k]);
+      } else {
+        for (int64_t k = a; k < b; ++k) dx[k] = act_grad<DT>(kind.value, x[k], y[k], dy[k]);
+      }
+    });
+  });
+}
+
+// ---- LeakyReLU
+// -----------------------------------------------------------------------------------
+
+enum class LeakyType { kLeaky, kPReLU, kRReLU, kELU, kSELU, kGELU };
+
+struct LeakyReLUParam {
+  LeakyType act_type = LeakyType::kLeaky;
+  double slope = 0.25;
+  double lower_bound = 0.125;
+  double upper_bound = 0.334;
+  static void declare(ParamSchema<LeakyReLUParam>& s) {
+    s.enum_field("act_type", &LeakyReLUParam::act_type,
+                 {{"rrelu", LeakyType::kRReLU},
+                  {"leaky", LeakyType::kLeaky},
+                  {"prelu", LeakyType::kPReLU},
+                  {"elu", LeakyType::kELU},
+                  {"selu", LeakyType::kSELU},
+                  {"gelu", LeakyType::kGELU}})
+        .set_default(LeakyType::kLeaky)
+        .describe("the activation function");
+    s.field("slope", &LeakyReLUParam::slope)
+        .set_default(0.25)
+        .describe("negative slope (leaky, elu)");
+    s.field("lower_bound", &LeakyReLUParam::lower_bound)
+        .set_default(0.125)
+        .describe("rrelu slope lower bound");
+    s.field("upper_bound", &LeakyReLUParam::upper_bound)
+        .set_default(0.334)
+        .describe("rrelu slope upper bound");
+    s.check([](LeakyReLUParam& p) {
+      if (p.act_type == LeakyType::kRReLU) {
+        WEFT_CHECK(p.lower_bound <= p.upper_bound)
+            << "lower_bound " << p.lower_bound << " > upper_bound " << p.upper_bound;
+      }
+    });
+  }
+};
+
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluLambda = 1.0507009873554804934193349852946;
+
+bool leaky_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+  const auto& p = attrs.params<LeakyReLUParam>();
+  Shape d = in[0];
+  for (const auto& o : out) merge_shape(&d, o);
+  if (!d.rank_known()) return false;
+  assign_input_shape(attrs, in, 0, d);
+  for (size_t i = 0; i < out.size(); ++i)
+    assign_output_shape(attrs, out, static_cast<int>(i), in[0]);
+  if (p.act_type == LeakyType::kPReLU) {
+    const Shape& g = in[1];
+    const bool shared = g.rank_known() && g.ndim() == 1 && g[0] == 1;
+    if (!shared) {
+      if (d.ndim() >= 2) {
+        assign_input_shape(attrs, in, 1, Shape{d[1]});
+        Shape dd = Shape::filled(d.ndim(), -1);
+        dd[1] = in[1][0];
+        assign_input_shape(attrs, in, 0, dd);
+        for (size_t i = 0; i < out.size(); ++i)
+          assign_output_shape(attrs, out, static_cast<int>(i), in[0]);
+      } else {
+        assign_input_shape(attrs, in, 1, Shape{1});
+      }
+    }
+  }
+  return all_known(in) && all_known(out);
+}
+
+template <typename DT>
+inline double leaky_value(LeakyType t, double slope, double x) {
+  switch (t) {
+    case LeakyType::kLeaky:
+      return x > 0 ? x : slope * x;
+    case LeakyType::kELU:
+      return x > 0 ? x : slope * std::expm1(x);
+    case LeakyType::kSELU:
+      return kSeluLambda * (x > 0 ? x : kSeluAlpha * std::expm1(x));
+    case LeakyType::kGELU:
+      return 0.5 * x * (1 + std::erf(x * M_SQRT1_2));
+    default:
+      return x > 0 ? x : slope * x;  // prelu / rrelu with a per-element slope
+  }
+}
+
+// f'(x); for prelu/rrelu `slope` is the element's slope.
+inline double leaky_deriv(LeakyType t, double slope, double x) {
+  switch (t) {
+    case LeakyType::kELU:
+      return x > 0 ? 1 : slope * std::exp(x);
+    case LeakyType::kSELU:
+      return kSeluLambda * (x > 0 ? 1 : kSeluAlpha * std::exp(x));
+    case LeakyType::kGELU:  // Phi(x) + x * phi(x)
+      return 0.5 * (1 + std::erf(x * M_SQRT1_2)) +
+             x * std::exp(-0.5 * x * x) * 0.5 * M_2_SQRTPI * M_SQRT1_2;
+    default:
+      return x > 0 ? 1 : slope;
+  }
+}
+
+template <typename DT>
+void leaky_forward_typed(const LeakyReLUParam& p, const OpContext& ctx,
+                         std::span<const TensorView> in, std::span<const OpReq> req,
+                         std::span<const TensorView> out) {
+  const DT* x = in[0].ptr<DT>();
+  DT* y = out[0].ptr<DT>();
+  const int64_t n = in[0].size();
+  const LeakyType t = p.act_type;
+  if (t == LeakyType::kPReLU) {
+    const DT* g = in[1].ptr<DT>();
+    const bool shared = in[1].size() == 1;
+    const AxisSplit s = in[0].ndim >= 2 ? split_at(in[0], 1) : AxisSplit{1, 1, n};
+    parallel_for(s.outer * s.dim, norm::row_grain(s.inner), ctx.num_threads,
+                 [&](int64_t q0, int64_t q1) {
+                   for (int64_t q = q0; q < q1; ++q) {
+                     const DT a = shared ? g[0] : g[q % s.dim];
+                     for (int64_t i = 0; i < s.inner; ++i) {
+                       const DT v = x[q * s.inner + i];
+                       store(y + q * s.inner + i, req[0], v > DT(0) ? v : a * v);
+                     }
+                   }
+                 });
+    return;
+  }
+  if (t == LeakyType::kRReLU) {
+    // out[1] is the per-element slope: random in training, (lower + upper) / 2 at inference.
+    DT* mask = out[1].ptr<DT>();
+    const bool train = ctx.is_train;
+    if (train) {
+      WEFT_ICHECK(ctx.random != nullptr) << "LeakyReLU(rrelu): no random resource";
+      std::uniform_real_distribution<double> dist(p.lower_bound, p.upper_bound);
+      for (int64_t k = 0; k < n; ++k) {
+        mask[k] = static_cast<DT>(p.lower_bound == p.upper_bound ? p.lower_bound
+                                                                 : dist(ctx.random->engine));
+      }
+    } else {
+      const DT mid = static_cast<DT>((p.lower_bound + p.upper_bound) / 2);
+      for (int64_t k = 0; k < n; ++k) mask[k] = mid;
+    }
+    for (int64_t k = 0; k < n; ++k) store(y + k, req[0], x[k] > DT(0) ? x[k] : mask[k] * x[k]);
+    return;
+  }
+  parallel_for(n, 16384, ctx.num_threads, [&](int64_t a, int64_t b) {
+    for (int64_t k = a; k < b; ++k) store(y + k, req[0], leaky_value<DT>(t, p.slope, x[k]));
+  });
+}
+
+void leaky_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto& p = attrs.params<LeakyReLUParam>();
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(),
+                    leaky_forward_typed<DT>(p, ctx, in, req, out));
+}
+
+// in: out_grad, data, then gamma (prelu) or mask (rrelu). out: data gradient, gamma gradient
+// (prelu).
+template <typename DT>
+void leaky_backward_typed(const LeakyReLUParam& p, const OpContext& ctx,
+                          std::span<const TensorView> in, std::span<const OpReq> req,
+                          std::span<const TensorView> out) {
+  const DT* dy = in[0].ptr<DT>();
+  const DT* x = in[1].ptr<DT>();
+  const int64_t n = in[1].size();
+  const LeakyType t = p.act_type;
+  DT* dx = out[0].ptr<DT>();
+  if (t == LeakyType::kPReLU) {
+    const DT* g = in[2].ptr<DT>();
+    const bool shared = in[2].size() == 1;
+    const AxisSplit s = in[1].ndim >= 2 ? split_at(in[1], 1) : AxisSplit{1, 1, n};
+    if (req[0] != OpReq::kNull) {
+      parallel_for(s.outer * s.dim, norm::row_grain(s.inner), ctx.num_threads,
+                   [&](int64_t q0, int64_t q1) {
+                     for (int64_t q = q0; q < q1; ++q) {
+                       const DT a = shared ? g[0] : g[q % s.dim];
+                       for (int64_t i = 0; i < s.inner; ++i) {
+                         const int64_t k = q * s.inner + i;
+                         store(dx + k, req[0], x[k] > DT(0) ? dy[k] : a * dy[k]);
+                       }
+                     }
+                   });
+    }
+    if (req[1] != OpReq::kNull) {
+      std::vector<double> acc(static_cast<size_t>(s.dim), 0.0);
+      for (int64_t q = 0; q < s.outer * s.dim; ++q) {
+        double sum = 0;
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const int64_t k = q * s.inner + i;
+          if (!(x[k] > DT(0))) sum += static_cast<double>(dy[k]) * x[k];
+        }
+        acc[q % s.dim] += sum;
+      }
+      DT* dg = out[1].ptr<DT>();
+      if (shared) {
+        double total = 0;
+        for (double v : acc) total += v;
+        store(dg, req[1], total);
+      } else {
+        for (int64_t c = 0; c < s.dim; ++c) store(dg + c, req[1], acc[c]);
+      }
+    }
+    return;
+  }
+  if (req[0] == OpReq::kNull) return;
+  if (t == LeakyType::kRReLU) {
+    const DT* mask = in[2].ptr<DT>();
+    parallel_for(n, 16384, ctx.num_threads, [&](int64_t a, int64_t b) {
+      for (int64_t k = a; k < b; ++k) store(dx + k, req[0], x[k] > DT(0) ? dy[k] : mask[k] * dy[k]);
+    });
+    return;
+  }
+  parallel_for(n, 16384, ctx.num_threads, [&](int64_t a, int64_t b) {
+    for (int64_t k = a; k < b; ++k) store(dx + k, req[0], dy[k] * leaky_deriv(t, p.slope, x[k]));
+  });
+}
+
+void leaky_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto& p = attrs.params<LeakyReLUParam>();
+  WEFT_FLOAT_SWITCH(in[1].dtype(), DT, attrs.where(),
+                    leaky_backward_typed<DT>(p, ctx, in, req, out));
+}
+
+bool leaky_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                std::vector<Shape>& out) {
+  const auto& p = attrs.params<LeakyReLUParam>();
+  Shape d;
+  merge_shape(&d, in[0]);
+  merge_shape(&d, in[1]);
+  merge_shape(&d, out[0]);
+  if (p.act_type == LeakyType::kRReLU) merge_shape(&d, in[2]);
+  if (!d.rank_known()) return false;
+  assign_input_shape(attrs, in, 0, d);
+  assign_input_shape(attrs, in, 1, d);
+  assign_output_shape(attrs, out, 0, d);
+  if (p.act_type == LeakyType::kRReLU) assign_input_shape(attrs, in, 2, d);
+  if (p.act_type == LeakyType::kPReLU && in[2].rank_known())
+    assign_output_shape(attrs, out, 1, in[2]);
+  if (p.act_type == LeakyType::kPReLU && out[1].rank_known())
+    assign_input_shape(attrs, in, 2, out[1]);
+  return all_known(in) && all_known(out);
+}
+
+}  // namespace
+
+void register_activation_ops(OpRegistry& r) {
+  r.register_op("Activation")
+      .describe(
+          "Elementwise activation: relu max(x, 0), sigmoid 1/(1+exp(-x)), tanh, softrelu "
+          "log(1+exp(x)) "
+          "(x itself for x > 20), softsign x/(1+|x|).")
+      .set_params<ActivationParam>()
+      .set_input_names({"data"})
+      .set_output_names({"output"})
+      .set_attr<FInferShape>(infer_same_shape)
+      .set_attr<FInplaceOption>(norm::inplace_first)
+      .set_attr<FCompute>(DeviceType::kCPU, act_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_Activation",
+                                      {b.out_grad(0), b.input(0), b.output(0)})
+                .at(0)};
+      });
+  r.register_op("_backward_Activation")
+      .describe("Gradient of Activation with respect to data.")
+      .set_params<ActivationParam>()
+      .set_input_names({"out_grad", "data", "output"})
+      .set_output_names({"data_grad"})
+      .set_attr<FInferShape>(infer_same_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, act_backward);
+
+  r.register_op("LeakyReLU")
+      .describe(
+          "Leaky rectifiers: leaky x>0?x:slope*x; prelu x>0?x:gamma*x with gamma (C,) on axis 1 or "
+          "(1,); "
+          "elu x>0?x:slope*(exp(x)-1); selu; gelu 0.5*x*(1+erf(x/sqrt(2))); rrelu x>0?x:s*x with s "
+          "uniform in [lower_bound, upper_bound] per element in training and (lower+upper)/2 at "
+          "inference (a hidden second output holds s).")
+      .set_params<LeakyReLUParam>()
+      .set_attr<FNumInputs>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kPReLU ? 2 : 1;
+      })
+      .set_attr<FListInputNames>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kPReLU
+                   ? std::vector<std::string>{"data", "gamma"}
+                   : std::vector<std::string>{"data"};
+      })
+      .set_attr<FNumOutputs>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kRReLU ? 2 : 1;
+      })
+      .set_attr<FListOutputNames>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kRReLU
+                   ? std::vector<std::string>{"output", "mask"}
+                   : std::vector<std::string>{"output"};
+      })
+      .set_attr<FNumVisibleOutputs>([](const OpAttrs&) { return 1; })
+      .set_attr<FInferShape>(leaky_infer_shape)
+      .set_attr<FInplaceOption>(norm::inplace_first)
+      .set_attr<FResourceRequest>(
+          [](const OpAttrs& a, const std::vector<Shape>&, const std::vector<Shape>&) {
+            std::vector<ResourceRequest> res;
+            if (a.params<LeakyReLUParam>().act_type == LeakyType::kRReLU) {
+              res.push_back({ResourceRequest::Kind::kRandom, 0});
+            }
+            return res;
+          })
+      .set_attr<FCompute>(DeviceType::kCPU, leaky_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        const LeakyType t = b.attrs().params<LeakyReLUParam>().act_type;
+        std::vector<GradEntry> ins{b.out_grad(0), b.input(0)};
+        if (t == LeakyType::kPReLU) ins.push_back(b.input(1));
+        if (t == LeakyType::kRReLU) ins.push_back(b.output(1));
+        auto g = b.emit_with_forward_attrs("_backward_LeakyReLU", ins);
+        if (t == LeakyType::kPReLU) return std::vector<GradEntry>{g.at(0), g.at(1)};
+        return std::vector<GradEntry>{g.at(0)};
+      });
+  r.register_op("_backward_LeakyReLU")
+      .describe("Gradient of LeakyReLU with respect to data (and gamma for prelu).")
+      .set_params<LeakyReLUParam>()
+      .set_attr<FNumInputs>([](const OpAttrs& a) {
+        const LeakyType t = a.params<LeakyReLUParam>().act_type;
+        return (t == LeakyType::kPReLU || t == LeakyType::kRReLU) ? 3 : 2;
+      })
+      .set_attr<FListInputNames>([](const OpAttrs& a) {
+        const LeakyType t = a.params<LeakyReLUParam>().act_type;
+        if (t == LeakyType::kPReLU) return std::vector<std::string>{"out_grad", "data", "gamma"};
+        if (t == LeakyType::kRReLU) return std::vector<std::string>{"out_grad", "data", "mask"};
+        return std::vector<std::string>{"out_grad", "data"};
+      })
+      .set_attr<FNumOutputs>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kPReLU ? 2 : 1;
+      })
+      .set_attr<FListOutputNames>([](const OpAttrs& a) {
+        return a.params<LeakyReLUParam>().act_type == LeakyType::kPReLU
+                   ? std::vector<std::string>{"data_grad", "gamma_grad"}
+                   : std::vector<std::string>{"data_grad"};
+      })
+      .set_attr<FInferShape>(leaky_backward_infer_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, leaky_backward);
+}
+
+}  // namespace weft::detail

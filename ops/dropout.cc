@@ -1,0 +1,205 @@
+// Dropout (inverted dropout with an optional mask shared along `axes`) and its backward op.
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include "ops/norm_common.h"
+
+namespace weft::detail {
+namespace {
+
+using norm::store;
+
+enum class DropoutMode { kTraining, kAlways };
+
+struct DropoutParam {
+  double p = 0.5;
+  DropoutMode mode = DropoutMode::kTraining;
+  Shape axes = Shape(std::vector<int64_t>{});
+  std::optional<bool> cudnn_off = false;
+  static void declare(ParamSchema<DropoutParam>& s) {
+    s.field("p", &DropoutParam::p)
+        .set_default(0.5)
+        .lower_bound(0)
+        .upper_bound(1)
+        .describe("drop probability");
+    s.enum_field("mode", &DropoutParam::mode,
+                 {{"training", DropoutMode::kTraining}, {"always", DropoutMode::kAlways}})
+        .set_default(DropoutMode::kTraining)
+        .describe("training: identity at inference; always: drop at inference too");
+    s.field("axes", &DropoutParam::axes)
+        .set_default(Shape(std::vector<int64_t>{}))
+        .describe("axes along which the mask is shared");
+    s.field("cudnn_off", &DropoutParam::cudnn_off).set_default(false).describe("ignored on CPU");
+  }
+};
+
+/// The mask shape: data's shape with every axis in `axes` set to 1.
+Shape mask_shape(const OpAttrs& attrs, const Shape& d) {
+  Shape m = d;
+  for (int64_t a : attrs.params<DropoutParam>().axes) m[normalize_axis(attrs, a, d.ndim())] = 1;
+  return m;
+}
+
+bool dropout_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (!in[0].rank_known() && out[0].rank_known()) assign_input_shape(attrs, in, 0, out[0]);
+  if (!in[0].rank_known()) return false;
+  assign_output_shape(attrs, out, 0, in[0]);
+  assign_input_shape(attrs, in, 0, out[0]);
+  assign_output_shape(attrs, out, 1, mask_shape(attrs, in[0]));
+  return all_known(in) && all_known(out);
+}
+
+/// Row-major strides of `mask` as seen from `data`'s index space (0 where the mask is broadcast).
+std::vector<int64_t> broadcast_strides(const TensorView& data, const TensorView& mask) {
+  std::vector<int64_t> st(static_cast<size_t>(data.ndim), 0);
+  int64_t stride = 1;
+  for (int d = data.ndim - 1; d >= 0; --d) {
+    st[d] = mask.shape[d] == 1 && data.shape[d] != 1 ? 0 : stride;
+    stride *= mask.shape[d];
+  }
+  return st;
+}
+
+/// out[k] = x[k] * m[mask index of k] with the mask broadcast along its size-1 dims.
+template <typename DT>
+void multiply_broadcast(const DT* x, const DT* m, DT* y, const TensorView& data,
+                        const std::vector<int64_t>& mst, OpReq req, int threads) {
+  const int nd = data.ndim;
+  const int64_t n = data.size();
+  parallel_for(n, 16384, threads, [&](int64_t a, int64_t b) {
+    for (int64_t k = a; k < b; ++k) {
+      int64_t rem = k, mi = 0;
+      for (int d = nd - 1; d >= 0; --d) {
+        mi += (rem % data.shape[d]) * mst[d];
+        rem /= data.shape[d];
+      }
+      store(y + k, req, x[k] * m[mi]);
+    }
+  });
+}
+
+template <typename DT>
+void dropout_forward_typed(const DropoutParam& p, const OpContext& ctx,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
+  const DT* x = in[0].ptr<DT>();
+  DT* y = out[0].ptr<DT>();
+  const int64_t n = in[0].size();
+  const int64_t mn = out[1].size();
+  const bool active = (ctx.is_train || p.mode == DropoutMode::kAlways) && p.p > 0;
+  if (!active) {
+    if (req[1] != OpReq::kNull) {
+      DT* m = out[1].ptr<DT>();
+      for (int64_t k = 0; k < mn; ++k) m[k] = DT(1);
+    }
+    if (req[0] == OpReq::kAdd) {
+      for (int64_t k = 0; k < n; ++k) y[k] += x[k];
+    } else if (req[0] != OpReq::kNull && y != x) {
+      std::memcpy(y, x, static_cast<size_t>(n) * sizeof(DT));
+    }
+    return;
+  }
+  WEFT_ICHECK(ctx.random != nullptr) << "Dropout: no random resource";
+  const DT scale = p.p >= 1 ? DT(0) : static_cast<DT>(1.0 / (1.0 - p.p));
+  std::bernoulli_distribution keep(std::max(0.0, 1.0 - p.p));
+  // The mask goes to output 1, or to the workspace when that output is not wanted.
+  DT* m = req[1] != OpReq::kNull ? out[1].ptr<DT>() : static_cast<DT*>(ctx.workspace);
+  if (m == nullptr) {
+    // Mask same shape as data and not wanted: draw on the fly.
+    WEFT_ICHECK(mn == n) << "Dropout: a broadcast mask needs its workspace";
+    for (int64_t k = 0; k < n; ++k)
+      store(y + k, req[0], keep(ctx.random->engine) ? x[k] * scale : DT(0));
+    return;
+  }
+  for (int64_t k = 0; k < mn; ++k) m[k] = keep(ctx.random->engine) ? scale : DT(0);
+  if (req[0] == OpReq::kNull) return;
+  if (mn == n) {
+    for (int64_t k = 0; k < n; ++k) store(y + k, req[0], x[k] * m[k]);
+  } else {
+    multiply_broadcast(x, m, y, in[0], broadcast_strides(in[0], out[1]), req[0], ctx.num_threads);
+  }
+}
+
+void dropout_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto& p = attrs.params<DropoutParam>();
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(),
+                    dropout_forward_typed<DT>(p, ctx, in, req, out));
+}
+
+// in: out_grad, mask. out: data gradient = out_grad * mask (broadcast).
+void dropout_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
+    const DT* dy = in[0].ptr<DT>();
+    const DT* m = in[1].ptr<DT>();
+    DT* dx = out[0].ptr<DT>();
+    if (in[1].size() == in[0].size()) {
+      const OpReq r = req[0];
+      parallel_for(in[0].size(), 16384, ctx.num_threads, [&](int64_t a, int64_t b) {
+        for (int64_t k = a; k < b; ++k) store(dx + k, r, dy[k] * m[k]);
+      });
+    } else {
+      multiply_broadcast(dy, m, dx, in[0], broadcast_strides(in[0], in[1]), req[0],
+                         ctx.num_threads);
+    }
+  });
+}
+
+bool dropout_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                  std::vector<Shape>& out) {
+  if (!in[0].rank_known() && out[0].rank_known()) assign_input_shape(attrs, in, 0, out[0]);
+  if (!in[0].rank_known()) return false;
+  assign_output_shape(attrs, out, 0, in[0]);
+  assign_input_shape(attrs, in, 0, out[0]);
+  assign_input_shape(attrs, in, 1, mask_shape(attrs, in[0]));
+  return all_known(in) && all_known(out);
+}
+
+}  // namespace
+
+void register_dropout_ops(OpRegistry& r) {
+  r.register_op("Dropout")
+      .describe(
+          "Inverted dropout: in training (or with mode=always) each element (or each mask element, "
+          "shared along `axes`) is kept with probability 1-p and scaled by 1/(1-p), else zeroed; "
+          "identity otherwise. The hidden second output is the mask (1/(1-p) or 0; ones when "
+          "inactive).")
+      .set_params<DropoutParam>()
+      .set_input_names({"data"})
+      .set_output_names({"output", "mask"})
+      .set_attr<FNumVisibleOutputs>([](const OpAttrs&) { return 1; })
+      .set_attr<FInferShape>(dropout_infer_shape)
+      .set_attr<FInplaceOption>(norm::inplace_first)
+      // Identity at inference for mode=training (the kernel still handles the in-place case).
+      .set_attr<FInplaceIdentity>([](const OpAttrs& a) {
+        return std::vector<bool>{a.params<DropoutParam>().mode == DropoutMode::kTraining};
+      })
+      .set_attr<FResourceRequest>(
+          [](const OpAttrs& a, const std::vector<Shape>& in, const std::vector<Shape>& out) {
+            std::vector<ResourceRequest> res{{ResourceRequest::Kind::kRandom, 0}};
+            // A broadcast mask needs storage when its output is not kept; 8 bytes covers float64.
+            if (!a.params<DropoutParam>().axes.to_vector().empty() && out.size() > 1 &&
+                out[1].known()) {
+              res.push_back(
+                  {ResourceRequest::Kind::kWorkspace, static_cast<size_t>(out[1].size()) * 8});
+            }
+            return res;
+          })
+      .set_attr<FCompute>(DeviceType::kCPU, dropout_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_Dropout", {b.out_grad(0), b.output(1)}).at(0)};
+      });
+  r.register_op("_backward_Dropout")
+      .describe("Gradient of Dropout: out_grad times the mask.")
+      .set_params<DropoutParam>()
+      .set_input_names({"out_grad", "mask"})
+      .set_output_names({"data_grad"})
+      .set_attr<FInferShape>(dropout_backward_infer_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, dropout_backward);
+}
+
+}  // namespace weft::detail
