@@ -1,0 +1,527 @@
+// Convolution (1-D, 2-D, 3-D; grouped, depthwise, dilated) and _backward_Convolution: oneDNN
+// primitives for float32, an im2col + GEMM reference path for other types and odd cases.
+#include <string>
+
+#include "ops/conv_common.h"
+
+namespace weft::detail {
+namespace {
+
+struct ConvolutionParam {
+  Shape kernel, stride, dilate, pad;
+  int64_t num_filter = 0;
+  int64_t num_group = 1;
+  int64_t workspace = 1024;
+  bool no_bias = false;
+  std::optional<CudnnTune> cudnn_tune;
+  bool cudnn_off = false;
+  std::optional<SpatialLayout> layout;
+
+  static void declare(ParamSchema<ConvolutionParam>& s) {
+    using P = ConvolutionParam;
+    const Shape empty(std::vector<int64_t>{});
+    s.field("kernel", &P::kernel).describe("convolution kernel size: (w,), (h, w) or (d, h, w)");
+    s.field("stride", &P::stride)
+        .set_default(empty, "[]")
+        .describe("stride per spatial dim (default 1)");
+    s.field("dilate", &P::dilate)
+        .set_default(empty, "[]")
+        .describe("dilation per spatial dim (default 1)");
+    s.field("pad", &P::pad)
+        .set_default(empty, "[]")
+        .describe("zero padding per spatial dim (default 0)");
+    s.field("num_filter", &P::num_filter).lower_bound(1).describe("number of output channels");
+    s.field("num_group", &P::num_group).set_default(1).lower_bound(1).describe("number of groups");
+    s.field("workspace", &P::workspace)
+        .set_default(1024)
+        .lower_bound(0)
+        .describe("workspace limit in MB (ignored)");
+    s.field("no_bias", &P::no_bias).set_default(false).describe("whether to omit the bias input");
+    s.optional_enum_field("cudnn_tune", &P::cudnn_tune, cudnn_tune_names())
+        .set_default(std::nullopt)
+        .describe("cuDNN algorithm selection (ignored on CPU)");
+    s.field("cudnn_off", &P::cudnn_off)
+        .set_default(false)
+        .describe("turn off cuDNN (ignored on CPU)");
+    s.optional_enum_field("layout", &P::layout, spatial_layout_names())
+        .set_default(std::nullopt)
+        .describe("data layout; None means NCW/NCHW/NCDHW by kernel rank");
+    s.check([](P& p) {
+      const int nsp = p.kernel.ndim();
+      WEFT_CHECK(nsp >= 1 && nsp <= 3)
+          << "kernel must have 1, 2 or 3 entries, got " << p.kernel.to_string();
+      fill_spatial_tuple(p.stride, nsp, 1, "stride");
+      fill_spatial_tuple(p.dilate, nsp, 1, "dilate");
+      fill_spatial_tuple(p.pad, nsp, 0, "pad");
+      for (int i = 0; i < nsp; ++i) {
+        WEFT_CHECK(p.kernel[i] > 0) << "kernel " << p.kernel.to_string() << " must be positive";
+        WEFT_CHECK(p.stride[i] > 0) << "stride " << p.stride.to_string() << " must be positive";
+        WEFT_CHECK(p.dilate[i] > 0) << "dilate " << p.dilate.to_string() << " must be positive";
+        WEFT_CHECK(p.pad[i] >= 0) << "pad " << p.pad.to_string() << " must be non-negative";
+      }
+      WEFT_CHECK(p.num_filter % p.num_group == 0)
+          << "num_filter " << p.num_filter << " is not divisible by num_group " << p.num_group;
+    });
+  }
+};
+
+int conv_num_inputs(const OpAttrs& a) { return a.params<ConvolutionParam>().no_bias ? 2 : 3; }
+std::vector<std::string> conv_input_names(const OpAttrs& a) {
+  if (a.params<ConvolutionParam>().no_bias) return {"data", "weight"};
+  return {"data", "weight", "bias"};
+}
+
+int64_t dilated(int64_t k, int64_t d) { return d * (k - 1) + 1; }
+
+// ---- shape inference ---------------------------------------------------------------------------
+
+bool conv_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const int nsp = p.kernel.ndim(), nd = nsp + 2;
+  check_channel_first_layout(attrs, p.layout, nsp);
+  Shape data = in[0].rank_known() ? in[0] : Shape::filled(nd, -1);
+  if (data.ndim() != nd) {
+    throw_shape_error(attrs, "data must be " + std::to_string(nd) + "-d (N, C, spatial...) for a " +
+                                 std::to_string(nsp) + "-d kernel, got " + data.to_string());
+  }
+  Shape o = out[0].rank_known() ? out[0] : Shape::filled(nd, -1);
+  if (o.ndim() != nd)
+    throw_shape_error(attrs, "output must be " + std::to_string(nd) + "-d, got " + o.to_string());
+  const int64_t g = p.num_group;
+  if (data[1] < 0 && in[1].rank_known() && in[1].ndim() == nd && in[1][1] >= 0)
+    data[1] = in[1][1] * g;
+  if (data[1] >= 0 && data[1] % g != 0) {
+    throw_shape_error(attrs, "data channels " + std::to_string(data[1]) +
+                                 " are not divisible by num_group " + std::to_string(g));
+  }
+  Shape w = Shape::filled(nd, -1);
+  w[0] = p.num_filter;
+  w[1] = data[1] >= 0 ? data[1] / g : -1;
+  for (int i = 0; i < nsp; ++i) w[2 + i] = p.kernel[i];
+  assign_input_shape(attrs, in, 1, w);
+  if (!p.no_bias) assign_input_shape(attrs, in, 2, Shape{p.num_filter});
+  if (data[0] < 0) data[0] = o[0];
+  for (int i = 0; i < nsp; ++i) {
+    // Backward inference is exact only for stride 1 (otherwise several sizes give one output).
+    if (data[2 + i] < 0 && o[2 + i] >= 0 && p.stride[i] == 1) {
+      const int64_t x = o[2 + i] - 1 + dilated(p.kernel[i], p.dilate[i]) - 2 * p.pad[i];
+      if (x > 0) data[2 + i] = x;
+    }
+  }
+  assign_input_shape(attrs, in, 0, data);
+  Shape os = Shape::filled(nd, -1);
+  os[0] = data[0];
+  os[1] = p.num_filter;
+  for (int i = 0; i < nsp; ++i) {
+    const int64_t x = data[2 + i];
+    if (x < 0) continue;
+    const int64_t dk = dilated(p.kernel[i], p.dilate[i]);
+    if (x + 2 * p.pad[i] < dk) {
+      throw_shape_error(
+          attrs, "dilated kernel size " + std::to_string(dk) + " exceeds padded input size " +
+                     std::to_string(x + 2 * p.pad[i]) + " (data " + data.to_string() + ")");
+    }
+    os[2 + i] = (x + 2 * p.pad[i] - dk) / p.stride[i] + 1;
+  }
+  assign_output_shape(attrs, out, 0, os);
+  return all_known(in) && all_known(out);
+}
+
+// _backward_Convolution: inputs (out_grad, data, weight), outputs (d_data, d_weight[, d_bias]).
+bool conv_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                               std::vector<Shape>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  assign_output_shape(attrs, out, 0, in[1]);
+  assign_input_shape(attrs, in, 1, out[0]);
+  assign_output_shape(attrs, out, 1, in[2]);
+  assign_input_shape(attrs, in, 2, out[1]);
+  if (!p.no_bias) assign_output_shape(attrs, out, 2, Shape{p.num_filter});
+  return all_known(in) && all_known(out);
+}
+
+ConvGeom conv_geom(const ConvolutionParam& p, const Shape& data, const Shape& out) {
+  ConvGeom g;
+  g.set_window(p.kernel, p.stride, p.dilate, p.pad);
+  g.batch = data[0];
+  g.in_c = data[1];
+  g.out_c = p.num_filter;
+  g.groups = p.num_group;
+  g.set_spatial(data, out);
+  return g;
+}
+
+size_t ref_workspace_bytes(const ConvGeom& g) {
+  return g.pointwise() ? 0
+                       : align64(static_cast<size_t>(g.col_rows() * g.out_size()) * sizeof(double));
+}
+
+}  // namespace
+
+// ---- oneDNN path -------------------------------------------------------------------------------
+#if WEFT_USE_ONEDNN
+using dnnl::memory;
+namespace {
+
+memory::dims spatial_dims(const std::array<int64_t, 3>& a, int nsp, int64_t delta = 0) {
+  memory::dims d;
+  for (int i = 3 - nsp; i < 3; ++i) d.push_back(a[i] + delta);
+  return d;
+}
+
+struct ConvDims {
+  memory::dims src, wei, bias, dst, strides, dilates, pad_l, pad_r;
+  std::string key;
+};
+
+ConvDims conv_dims(const ConvGeom& g) {
+  ConvDims d;
+  const auto sp_in = spatial_dims(g.in, g.nsp), sp_out = spatial_dims(g.out, g.nsp),
+             sp_k = spatial_dims(g.k, g.nsp);
+  d.src = {g.batch, g.in_c};
+  d.src.insert(d.src.end(), sp_in.begin(), sp_in.end());
+  d.dst = {g.batch, g.out_c};
+  d.dst.insert(d.dst.end(), sp_out.begin(), sp_out.end());
+  if (g.groups > 1) {
+    d.wei = {g.groups, g.out_cg(), g.in_cg()};
+  } else {
+    d.wei = {g.out_c, g.in_cg()};
+  }
+  d.wei.insert(d.wei.end(), sp_k.begin(), sp_k.end());
+  d.bias = {g.out_c};
+  d.strides = spatial_dims(g.s, g.nsp);
+  d.dilates = spatial_dims(g.d, g.nsp, -1);
+  d.pad_l = spatial_dims(g.p, g.nsp);
+  d.pad_r = d.pad_l;
+  d.key = dims_key(d.src) + "|" + dims_key(d.wei) + "|" + dims_key(d.dst) + "|" +
+          dims_key(d.strides) + "|" + dims_key(d.dilates) + "|" + dims_key(d.pad_l);
+  return d;
+}
+
+memory::desc any_desc(const memory::dims& d) {
+  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+}
+memory::desc f32_plain(const memory::dims& d) { return dnnl_util::plain_desc(d, DType::kFloat32); }
+
+/// A weight view with the primitive's weight dims (grouped weights get a leading group axis).
+struct WeightView {
+  Shape shape;
+  TensorView view;
+  WeightView(const TensorView& w, const memory::dims& dims) : shape(dims.begin(), dims.end()) {
+    view = TensorView(w.raw(), w.device, DType::kFloat32, shape);
+  }
+};
+
+struct ConvFwdPlan {
+  dnnl::convolution_forward prim;
+  DnnlReformat src, dst;
+  memory::desc weights_want, bias_plain, scratch;
+  memory::dims wei_dims;
+  std::string key;
+  size_t workspace_bytes() const { return src.bytes() + dst.bytes() + align64(scratch.get_size()); }
+};
+
+const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias) {
+  const ConvDims d = conv_dims(g);
+  const std::string key = "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb");
+  return dnnl_util::cached<ConvFwdPlan>(key, [&] {
+    using namespace dnnl;
+    ConvFwdPlan plan;
+    plan.key = key;
+    plan.wei_dims = d.wei;
+    plan.bias_plain = f32_plain(d.bias);
+    auto desc =
+        bias
+            ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        any_desc(d.src), any_desc(d.wei), plan.bias_plain,
+                                        any_desc(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r)
+            : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        any_desc(d.src), any_desc(d.wei), any_desc(d.dst),
+                                        d.strides, d.dilates, d.pad_l, d.pad_r);
+    convolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_util::cpu_engine());
+    plan.prim = convolution_forward(pd);
+    plan.src = make_reformat(f32_plain(d.src), pd.src_desc());
+    plan.dst = make_reformat(f32_plain(d.dst), pd.dst_desc());
+    plan.weights_want = pd.weights_desc();
+    plan.scratch = pd.scratchpad_desc();
+    return plan;
+  });
+}
+
+}  // namespace
+
+void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
+                       const TensorView& w, int w_index, const TensorView* bias,
+                       const TensorView& y) {
+  const ConvFwdPlan& plan = conv_fwd_plan(g, bias != nullptr);
+  dnnl_util::ScopedThreads threads(ctx.num_threads);
+  WorkspaceCursor ws(ctx.workspace, ctx.workspace_bytes);
+  WeightView wv(w, plan.wei_dims);
+  const auto [sid, version] = dnnl_util::input_identity(ctx, w_index);
+  auto weights = dnnl_util::cached_weight(plan.key, wv.view, plan.weights_want, sid, version);
+  std::unordered_map<int, memory> args;
+  args.emplace(DNNL_ARG_SRC, dnnl_input(plan.src, x.raw(), ws));
+  args.emplace(DNNL_ARG_WEIGHTS, *weights);
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS, memory(plan.bias_plain, dnnl_util::cpu_engine(), bias->raw()));
+  memory dst = dnnl_output(plan.dst, y.raw(), ws);
+  args.emplace(DNNL_ARG_DST, dst);
+  dnnl_add_scratchpad(plan.scratch, ws, args);
+  auto& stream = dnnl_util::thread_stream();
+  plan.prim.execute(stream, args);
+  dnnl_finish_output(plan.dst, dst, y.raw());
+  stream.wait();
+}
+
+namespace {
+struct ConvBwdPlan {
+  dnnl::convolution_backward_data data_prim;
+  dnnl::convolution_backward_weights weights_prim;
+  DnnlReformat dy_data, dx, x_wt, dy_wt, dw;
+  memory::desc w_data_want, bias_plain, data_scratch, wt_scratch;
+  memory::dims wei_dims;
+  std::string key;
+  size_t workspace_bytes() const {
+    return dy_data.bytes() + dx.bytes() + x_wt.bytes() + dy_wt.bytes() + dw.bytes() +
+           align64(data_scratch.get_size()) + align64(wt_scratch.get_size());
+  }
+};
+
+const ConvBwdPlan& conv_bwd_plan(const ConvGeom& g, bool bias) {
+  const ConvDims d = conv_dims(g);
+  const std::string key = "Convolution.bwd|" + d.key + (bias ? "|b" : "|nb");
+  return dnnl_util::cached<ConvBwdPlan>(key, [&] {
+    using namespace dnnl;
+    ConvBwdPlan plan;
+    plan.key = key;
+    plan.wei_dims = d.wei;
+    plan.bias_plain = f32_plain(d.bias);
+    auto& eng = dnnl_util::cpu_engine();
+    const auto algo = algorithm::convolution_direct;
+    auto fwd_desc =
+        bias ? convolution_forward::desc(prop_kind::forward_training, algo, any_desc(d.src),
+                                         any_desc(d.wei), plan.bias_plain, any_desc(d.dst),
+                                         d.strides, d.dilates, d.pad_l, d.pad_r)
+             : convolution_forward::desc(prop_kind::forward_training, algo, any_desc(d.src),
+                                         any_desc(d.wei), any_desc(d.dst), d.strides, d.dilates,
+                                         d.pad_l, d.pad_r);
+    convolution_forward::primitive_desc fwd_pd(fwd_desc, eng);
+    convolution_backward_data::desc data_desc(algo, any_desc(d.src), any_desc(d.wei),
+                                              any_desc(d.dst), d.strides, d.dilates, d.pad_l,
+                                              d.pad_r);
+    convolution_backward_data::primitive_desc data_pd(data_desc, user_scratchpad_attr(), eng,
+                                                      fwd_pd);
+    auto wt_desc = bias ? convolution_backward_weights::desc(algo, any_desc(d.src), any_desc(d.wei),
+                                                             plan.bias_plain, any_desc(d.dst),
+                                                             d.strides, d.dilates, d.pad_l, d.pad_r)
+                        : convolution_backward_weights::desc(algo, any_desc(d.src), any_desc(d.wei),
+                                                             any_desc(d.dst), d.strides, d.dilates,
+                                                             d.pad_l, d.pad_r);
+    convolution_backward_weights::primitive_desc wt_pd(wt_desc, user_scratchpad_attr(), eng,
+                                                       fwd_pd);
+    plan.data_prim = convolution_backward_data(data_pd);
+    plan.weights_prim = convolution_backward_weights(wt_pd);
+    plan.dy_data = make_reformat(f32_plain(d.dst), data_pd.diff_dst_desc());
+    plan.dx = make_reformat(f32_plain(d.src), data_pd.diff_src_desc());
+    plan.w_data_want = data_pd.weights_desc();
+    plan.x_wt = make_reformat(f32_plain(d.src), wt_pd.src_desc());
+    plan.dy_wt = make_reformat(f32_plain(d.dst), wt_pd.diff_dst_desc());
+    plan.dw = make_reformat(f32_plain(d.wei), wt_pd.diff_weights_desc());
+    plan.data_scratch = data_pd.scratchpad_desc();
+    plan.wt_scratch = wt_pd.scratchpad_desc();
+    return plan;
+  });
+}
+
+}  // namespace
+
+void dnnl_conv_backward_data(const ConvGeom& g, const OpContext& ctx, const TensorView& dy,
+                             const TensorView& w, int w_index, const TensorView& dx) {
+  const ConvBwdPlan& plan = conv_bwd_plan(g, false);
+  dnnl_util::ScopedThreads threads(ctx.num_threads);
+  WorkspaceCursor ws(ctx.workspace, ctx.workspace_bytes);
+  WeightView wv(w, plan.wei_dims);
+  const auto [sid, version] = dnnl_util::input_identity(ctx, w_index);
+  auto weights =
+      dnnl_util::cached_weight(plan.key + "|data", wv.view, plan.w_data_want, sid, version);
+  std::unordered_map<int, memory> args;
+  args.emplace(DNNL_ARG_DIFF_DST, dnnl_input(plan.dy_data, dy.raw(), ws));
+  args.emplace(DNNL_ARG_WEIGHTS, *weights);
+  memory out = dnnl_output(plan.dx, dx.raw(), ws);
+  args.emplace(DNNL_ARG_DIFF_SRC, out);
+  dnnl_add_scratchpad(plan.data_scratch, ws, args);
+  auto& stream = dnnl_util::thread_stream();
+  plan.data_prim.execute(stream, args);
+  dnnl_finish_output(plan.dx, out, dx.raw());
+  stream.wait();
+}
+
+void dnnl_conv_backward_weights(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
+                                const TensorView& dy, const TensorView& dw, const TensorView* db) {
+  const ConvBwdPlan& plan = conv_bwd_plan(g, db != nullptr);
+  dnnl_util::ScopedThreads threads(ctx.num_threads);
+  WorkspaceCursor ws(ctx.workspace, ctx.workspace_bytes);
+  std::unordered_map<int, memory> args;
+  args.emplace(DNNL_ARG_SRC, dnnl_input(plan.x_wt, x.raw(), ws));
+  args.emplace(DNNL_ARG_DIFF_DST, dnnl_input(plan.dy_wt, dy.raw(), ws));
+  memory out = dnnl_output(plan.dw, dw.raw(), ws);
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS, out);
+  if (db)
+    args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias_plain, dnnl_util::cpu_engine(), db->raw()));
+  dnnl_add_scratchpad(plan.wt_scratch, ws, args);
+  auto& stream = dnnl_util::thread_stream();
+  plan.weights_prim.execute(stream, args);
+  dnnl_finish_output(plan.dw, out, dw.raw());
+  stream.wait();
+}
+
+size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward) {
+  if (!dnnl_conv_supported(g)) return 0;
+  return backward ? conv_bwd_plan(g, bias).workspace_bytes()
+                  : conv_fwd_plan(g, bias).workspace_bytes();
+}
+
+bool dnnl_conv_supported(const ConvGeom& g) {
+  return g.batch > 0 && g.in_c > 0 && g.out_c > 0 && g.in_size() > 0 && g.out_size() > 0;
+}
+
+#endif  // WEFT_USE_ONEDNN
+
+namespace {
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+std::vector<ResourceRequest> conv_resources(const OpAttrs& attrs, const std::vector<Shape>& in,
+                                            const std::vector<Shape>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const ConvGeom g = conv_geom(p, in[0], out[0]);
+  size_t bytes = ref_workspace_bytes(g);
+#if WEFT_USE_ONEDNN
+  bytes = std::max(bytes, dnnl_conv_workspace(g, !p.no_bias, false));
+#endif
+  return {{ResourceRequest::Kind::kWorkspace, bytes}};
+}
+
+void conv_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const auto& p = attrs.params<ConvolutionParam>();
+  check_channel_first_layout(attrs, p.layout, p.kernel.ndim());
+  const ConvGeom g = conv_geom(p, in[0].shape_of(), out[0].shape_of());
+  const bool add = req[0] == OpReq::kAdd;
+#if WEFT_USE_ONEDNN
+  if (in[0].dtype() == DType::kFloat32 && !add && dnnl_conv_supported(g)) {
+    dnnl_conv_forward(g, ctx, in[0], in[1], 1, p.no_bias ? nullptr : &in[2], out[0]);
+    return;
+  }
+#endif
+  WEFT_ICHECK(ctx.workspace_bytes >= ref_workspace_bytes(g))
+      << attrs.where() << ": workspace too small";
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
+    conv_forward_ref<DT>(g, in[0].ptr<DT>(), in[1].ptr<DT>(), p.no_bias ? nullptr : in[2].ptr<DT>(),
+                         out[0].ptr<DT>(), add, static_cast<DT*>(ctx.workspace), ctx.num_threads);
+  });
+}
+
+std::vector<ResourceRequest> conv_backward_resources(const OpAttrs& attrs,
+                                                     const std::vector<Shape>& in,
+                                                     const std::vector<Shape>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const ConvGeom g = conv_geom(p, in[1], in[0]);
+  size_t bytes = ref_workspace_bytes(g);
+#if WEFT_USE_ONEDNN
+  bytes = std::max(bytes, dnnl_conv_workspace(g, !p.no_bias, true));
+#endif
+  return {{ResourceRequest::Kind::kWorkspace, bytes}};
+}
+
+template <typename DT>
+void conv_backward_ref_typed(const ConvGeom& g, const OpContext& ctx,
+                             std::span<const TensorView> in, std::span<const OpReq> req,
+                             std::span<const TensorView> out, bool do_data, bool do_weights,
+                             bool bias) {
+  DT* col = static_cast<DT*>(ctx.workspace);
+  const DT* dy = in[0].ptr<DT>();
+  if (do_data && writes(req[0])) {
+    conv_backward_data_ref<DT>(g, dy, in[2].ptr<DT>(), out[0].ptr<DT>(), req[0] == OpReq::kAdd, col,
+                               ctx.num_threads);
+  }
+  if (do_weights && writes(req[1])) {
+    conv_backward_weight_ref<DT>(g, in[1].ptr<DT>(), dy, out[1].ptr<DT>(), req[1] == OpReq::kAdd,
+                                 col, ctx.num_threads);
+  }
+  if (do_weights && bias && writes(req[2])) {
+    bias_backward_ref<DT>(dy, g.batch, g.out_c, g.out_size(), out[2].ptr<DT>(),
+                          req[2] == OpReq::kAdd, ctx.num_threads);
+  }
+}
+
+void conv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const bool bias = !p.no_bias;
+  const ConvGeom g = conv_geom(p, in[1].shape_of(), in[0].shape_of());
+  bool do_data = true, do_weights = true;
+#if WEFT_USE_ONEDNN
+  if (in[0].dtype() == DType::kFloat32 && dnnl_conv_supported(g)) {
+    // oneDNN writes (never accumulates); the weight primitive produces weight and bias together.
+    const bool data_dnnl = req[0] == OpReq::kWrite || req[0] == OpReq::kInplace;
+    bool weights_dnnl = req[1] == OpReq::kWrite || req[1] == OpReq::kInplace;
+    if (bias) weights_dnnl = weights_dnnl && (req[2] == OpReq::kWrite || req[2] == OpReq::kInplace);
+    if (data_dnnl) dnnl_conv_backward_data(g, ctx, in[0], in[2], 2, out[0]);
+    if (weights_dnnl)
+      dnnl_conv_backward_weights(g, ctx, in[1], in[0], out[1], bias ? &out[2] : nullptr);
+    do_data = !data_dnnl;
+    do_weights = !weights_dnnl;
+    if (!do_data && !do_weights) return;
+  }
+#endif
+  WEFT_ICHECK(ctx.workspace_bytes >= ref_workspace_bytes(g))
+      << attrs.where() << ": workspace too small";
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(),
+                    conv_backward_ref_typed<DT>(g, ctx, in, req, out, do_data, do_weights, bias));
+}
+
+}  // namespace
+
+void register_convolution_ops(OpRegistry& r) {
+  r.register_op("Convolution")
+      .describe(
+          "Cross-correlation of data (N, C, *spatial) with weight (num_filter, C/num_group, "
+          "*kernel), plus "
+          "bias (num_filter,) unless no_bias. 1-D, 2-D and 3-D; grouped (depthwise when num_group "
+          "= C), "
+          "strided, padded, dilated. Output size floor((x + 2p - d(k-1) - 1)/s) + 1. "
+          "NCW/NCHW/NCDHW only.")
+      .set_params<ConvolutionParam>()
+      .set_attr<FNumInputs>(conv_num_inputs)
+      .set_attr<FListInputNames>(conv_input_names)
+      .set_attr<FInferShape>(conv_infer_shape)
+      .set_attr<FResourceRequest>(conv_resources)
+      .set_attr<FCompute>(DeviceType::kCPU, conv_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        const bool bias = !b.attrs().params<ConvolutionParam>().no_bias;
+        auto g = b.emit_with_forward_attrs("_backward_Convolution",
+                                           {b.out_grad(0), b.input(0), b.input(1)});
+        std::vector<GradEntry> grads{g.at(0), g.at(1)};
+        if (bias) grads.push_back(g.at(2));
+        return grads;
+      });
+
+  r.register_op("_backward_Convolution")
+      .describe(
+          "Gradient of Convolution: inputs (out_grad, data, weight); outputs (d_data, d_weight[, "
+          "d_bias]).")
+      .set_params<ConvolutionParam>()
+      .set_input_names({"out_grad", "data", "weight"})
+      .set_attr<FNumOutputs>(conv_num_inputs)
+      .set_attr<FListOutputNames>([](const OpAttrs& a) {
+        std::vector<std::string> names{"data_grad", "weight_grad"};
+        if (!a.params<ConvolutionParam>().no_bias) names.push_back("bias_grad");
+        return names;
+      })
+      .set_attr<FInferShape>(conv_backward_infer_shape)
+      .set_attr<FResourceRequest>(conv_backward_resources)
+      .set_attr<FCompute>(DeviceType::kCPU, conv_backward);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,356 @@
+// Deconvolution (transposed convolution, 1-D/2-D/3-D, grouped, with adj and target_shape) and
+// _backward_Deconvolution, computed as the transposed convolution's data gradient: oneDNN
+// convolution primitives for float32, col2im of Wᵀ·x (GEMM loops) otherwise.
+#include <string>
+
+#include "ops/conv_common.h"
+
+namespace weft::detail {
+namespace {
+
+struct DeconvolutionParam {
+  Shape kernel, stride, dilate, pad, adj, target_shape;
+  int64_t num_filter = 0;
+  int64_t num_group = 1;
+  int64_t workspace = 512;
+  bool no_bias = true;
+  std::optional<CudnnTune> cudnn_tune;
+  bool cudnn_off = false;
+  std::optional<SpatialLayout> layout;
+
+  /// Whether target_shape decides the output size (some entry non-zero).
+  bool has_target() const {
+    for (int i = 0; i < target_shape.ndim(); ++i)
+      if (target_shape[i] != 0) return true;
+    return false;
+  }
+
+  static void declare(ParamSchema<DeconvolutionParam>& s) {
+    using P = DeconvolutionParam;
+    const Shape empty(std::vector<int64_t>{});
+    s.field("kernel", &P::kernel).describe("deconvolution kernel size: (w,), (h, w) or (d, h, w)");
+    s.field("stride", &P::stride)
+        .set_default(empty, "[]")
+        .describe("stride per spatial dim (default 1)");
+    s.field("dilate", &P::dilate)
+        .set_default(empty, "[]")
+        .describe("dilation per spatial dim (default 1)");
+    s.field("pad", &P::pad)
+        .set_default(empty, "[]")
+        .describe("padding removed from the output (default 0)");
+    s.field("adj", &P::adj)
+        .set_default(empty, "[]")
+        .describe("extra output size on one side (default 0)");
+    s.field("target_shape", &P::target_shape)
+        .set_default(empty, "[]")
+        .describe("output spatial shape; when set, pad and adj are derived from it");
+    s.field("num_filter", &P::num_filter).lower_bound(1).describe("number of output channels");
+    s.field("num_group", &P::num_group).set_default(1).lower_bound(1).describe("number of groups");
+    s.field("workspace", &P::workspace)
+        .set_default(512)
+        .lower_bound(0)
+        .describe("workspace limit in MB (ignored)");
+    s.field("no_bias", &P::no_bias).set_default(true).describe("whether to omit the bias input");
+    s.optional_enum_field("cudnn_tune", &P::cudnn_tune, cudnn_tune_names())
+        .set_default(std::nullopt)
+        .describe("cuDNN algorithm selection (ignored on CPU)");
+    s.field("cudnn_off", &P::cudnn_off)
+        .set_default(false)
+        .describe("turn off cuDNN (ignored on CPU)");
+    s.optional_enum_field("layout", &P::layout, spatial_layout_names())
+        .set_default(std::nullopt)
+        .describe("data layout; None means NCW/NCHW/NCDHW by kernel rank");
+    s.check([](P& p) {
+      const int nsp = p.kernel.ndim();
+      WEFT_CHECK(nsp >= 1 && nsp <= 3)
+          << "kernel must have 1, 2 or 3 entries, got " << p.kernel.to_string();
+      fill_spatial_tuple(p.stride, nsp, 1, "stride");
+      fill_spatial_tuple(p.dilate, nsp, 1, "dilate");
+      fill_spatial_tuple(p.pad, nsp, 0, "pad");
+      fill_spatial_tuple(p.adj, nsp, 0, "adj");
+      fill_spatial_tuple(p.target_shape, nsp, 0, "target_shape");
+      for (int i = 0; i < nsp; ++i) {
+        WEFT_CHECK(p.kernel[i] > 0) << "kernel " << p.kernel.to_string() << " must be positive";
+        WEFT_CHECK(p.stride[i] > 0) << "stride " << p.stride.to_string() << " must be positive";
+        WEFT_CHECK(p.dilate[i] > 0) << "dilate " << p.dilate.to_string() << " must be positive";
+        WEFT_CHECK(p.pad[i] >= 0) << "pad " << p.pad.to_string() << " must be non-negative";
+        WEFT_CHECK(p.target_shape[i] >= 0)
+            << "target_shape " << p.target_shape.to_string() << " must be non-negative";
+        WEFT_CHECK(p.adj[i] >= 0 && p.adj[i] < p.stride[i])
+            << "adj " << p.adj.to_string() << " must be smaller than stride "
+            << p.stride.to_string();
+      }
+      WEFT_CHECK(p.num_filter % p.num_group == 0)
+          << "num_filter " << p.num_filter << " is not divisible by num_group " << p.num_group;
+    });
+  }
+};
+
+int deconv_num_inputs(const OpAttrs& a) { return a.params<DeconvolutionParam>().no_bias ? 2 : 3; }
+std::vector<std::string> deconv_input_names(const OpAttrs& a) {
+  if (a.params<DeconvolutionParam>().no_bias) return {"data", "weight"};
+  return {"data", "weight", "bias"};
+}
+
+int64_t dilated(int64_t k, int64_t d) { return d * (k - 1) + 1; }
+
+/// Effective pad and adj of spatial dim i for input size x (MXNet's InferPad): with a target
+/// size, the excess of the full output over the target is split into pad (rounded up) and adj.
+void effective_pad(const OpAttrs& attrs, const DeconvolutionParam& p, int i, int64_t x,
+                   int64_t* pad, int64_t* adj) {
+  if (p.has_target()) {
+    const int64_t full = p.stride[i] * (x - 1) + dilated(p.kernel[i], p.dilate[i]);
+    const int64_t excess = full - p.target_shape[i];
+    if (excess < 0) {
+      throw_shape_error(attrs, "target_shape " + p.target_shape.to_string() +
+                                   " is too big: at most " + std::to_string(full) +
+                                   " in spatial dim " + std::to_string(i));
+    }
+    *adj = excess % 2;
+    *pad = (excess + 1) / 2;
+    if (*adj >= p.stride[i]) {
+      throw_shape_error(attrs, "target_shape " + p.target_shape.to_string() + " needs adj " +
+                                   std::to_string(*adj) + " in spatial dim " + std::to_string(i) +
+                                   ", which must be smaller than stride " +
+                                   std::to_string(p.stride[i]));
+    }
+  } else {
+    *pad = p.pad[i];
+    *adj = p.adj[i];
+  }
+}
+
+bool deconv_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+  const auto& p = attrs.params<DeconvolutionParam>();
+  const int nsp = p.kernel.ndim(), nd = nsp + 2;
+  check_channel_first_layout(attrs, p.layout, nsp);
+  Shape data = in[0].rank_known() ? in[0] : Shape::filled(nd, -1);
+  if (data.ndim() != nd) {
+    throw_shape_error(attrs, "data must be " + std::to_string(nd) + "-d (N, C, spatial...) for a " +
+                                 std::to_string(nsp) + "-d kernel, got " + data.to_string());
+  }
+  Shape o = out[0].rank_known() ? out[0] : Shape::filled(nd, -1);
+  if (o.ndim() != nd)
+    throw_shape_error(attrs, "output must be " + std::to_string(nd) + "-d, got " + o.to_string());
+  const int64_t g = p.num_group;
+  if (data[1] < 0 && in[1].rank_known() && in[1].ndim() == nd && in[1][0] >= 0) data[1] = in[1][0];
+  if (data[1] >= 0 && data[1] % g != 0) {
+    throw_shape_error(attrs, "data channels " + std::to_string(data[1]) +
+                                 " are not divisible by num_group " + std::to_string(g));
+  }
+  Shape w = Shape::filled(nd, -1);
+  w[0] = data[1];
+  w[1] = p.num_filter / g;
+  for (int i = 0; i < nsp; ++i) w[2 + i] = p.kernel[i];
+  assign_input_shape(attrs, in, 1, w);
+  if (!p.no_bias) assign_input_shape(attrs, in, 2, Shape{p.num_filter});
+  if (data[0] < 0) data[0] = o[0];
+  if (!p.has_target()) {
+    for (int i = 0; i < nsp; ++i) {
+      if (data[2 + i] >= 0 || o[2 + i] < 0) continue;
+      const int64_t num = o[2 + i] - dilated(p.kernel[i], p.dilate[i]) + 2 * p.pad[i] - p.adj[i];
+      if (num >= 0 && num % p.stride[i] == 0) data[2 + i] = num / p.stride[i] + 1;
+    }
+  }
+  assign_input_shape(attrs, in, 0, data);
+  Shape os = Shape::filled(nd, -1);
+  os[0] = data[0];
+  os[1] = p.num_filter;
+  for (int i = 0; i < nsp; ++i) {
+    const int64_t x = data[2 + i];
+    if (x < 0) continue;
+    int64_t pad = 0, adj = 0;
+    effective_pad(attrs, p, i, x, &pad, &adj);
+    const int64_t size = p.stride[i] * (x - 1) + dilated(p.kernel[i], p.dilate[i]) - 2 * pad + adj;
+    if (size <= 0) {
+      throw_shape_error(attrs, "output size " + std::to_string(size) + " in spatial dim " +
+                                   std::to_string(i) + " is not positive (data " +
+                                   data.to_string() + ")");
+    }
+    os[2 + i] = size;
+  }
+  assign_output_shape(attrs, out, 0, os);
+  return all_known(in) && all_known(out);
+}
+
+// _backward_Deconvolution: inputs (out_grad, data, weight), outputs (d_data, d_weight[, d_bias]).
+bool deconv_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                 std::vector<Shape>& out) {
+  const auto& p = attrs.params<DeconvolutionParam>();
+  assign_output_shape(attrs, out, 0, in[1]);
+  assign_input_shape(attrs, in, 1, out[0]);
+  assign_output_shape(attrs, out, 1, in[2]);
+  assign_input_shape(attrs, in, 2, out[1]);
+  if (!p.no_bias) assign_output_shape(attrs, out, 2, Shape{p.num_filter});
+  return all_known(in) && all_known(out);
+}
+
+/// The geometry of the convolution this deconvolution transposes: its input is the
+/// deconvolution's output (num_filter channels) and its output the deconvolution's input.
+ConvGeom deconv_geom(const OpAttrs& attrs, const Shape& data, const Shape& out) {
+  const auto& p = attrs.params<DeconvolutionParam>();
+  const int nsp = p.kernel.ndim();
+  Shape pad = Shape::filled(nsp, 0);
+  for (int i = 0; i < nsp; ++i) {
+    int64_t adj = 0;
+    effective_pad(attrs, p, i, data[2 + i], &pad[i], &adj);
+  }
+  ConvGeom g;
+  g.set_window(p.kernel, p.stride, p.dilate, pad);
+  g.batch = data[0];
+  g.in_c = p.num_filter;
+  g.out_c = data[1];
+  g.groups = p.num_group;
+  g.set_spatial(out, data);
+  return g;
+}
+
+size_t ref_workspace_bytes(const ConvGeom& g) {
+  return g.pointwise() ? 0
+                       : align64(static_cast<size_t>(g.col_rows() * g.out_size()) * sizeof(double));
+}
+
+// The float32 kernels run oneDNN convolution primitives with the roles swapped: the forward is
+// the convolution's data gradient, the data gradient a convolution forward, the weight gradient
+// the convolution's weight gradient with data and output gradient exchanged.
+
+std::vector<ResourceRequest> deconv_resources(const OpAttrs& attrs, const std::vector<Shape>& in,
+                                              const std::vector<Shape>& out) {
+  const ConvGeom g = deconv_geom(attrs, in[0], out[0]);
+  size_t bytes = ref_workspace_bytes(g);
+#if WEFT_USE_ONEDNN
+  bytes = std::max(bytes, dnnl_conv_workspace(g, false, true));
+#endif
+  return {{ResourceRequest::Kind::kWorkspace, bytes}};
+}
+
+std::vector<ResourceRequest> deconv_backward_resources(const OpAttrs& attrs,
+                                                       const std::vector<Shape>& in,
+                                                       const std::vector<Shape>& out) {
+  const ConvGeom g = deconv_geom(attrs, in[1], in[0]);
+  size_t bytes = ref_workspace_bytes(g);
+#if WEFT_USE_ONEDNN
+  bytes =
+      std::max({bytes, dnnl_conv_workspace(g, false, false), dnnl_conv_workspace(g, false, true)});
+#endif
+  return {{ResourceRequest::Kind::kWorkspace, bytes}};
+}
+
+template <typename DT>
+void add_channel_bias(const ConvGeom& g, const DT* b, DT* y, int threads) {
+  const int64_t size = g.in_size();
+  parallel_for(g.batch * g.in_c, 1, threads, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const DT bv = b[r % g.in_c];
+      DT* row = y + r * size;
+      for (int64_t j = 0; j < size; ++j) row[j] += bv;
+    }
+  });
+}
+
+void deconv_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const auto& p = attrs.params<DeconvolutionParam>();
+  check_channel_first_layout(attrs, p.layout, p.kernel.ndim());
+  const ConvGeom g = deconv_geom(attrs, in[0].shape_of(), out[0].shape_of());
+  const bool add = req[0] == OpReq::kAdd;
+#if WEFT_USE_ONEDNN
+  if (in[0].dtype() == DType::kFloat32 && !add && dnnl_conv_supported(g)) {
+    dnnl_conv_backward_data(g, ctx, in[0], in[1], 1, out[0]);
+    if (!p.no_bias)
+      add_channel_bias<float>(g, in[2].ptr<float>(), out[0].ptr<float>(), ctx.num_threads);
+    return;
+  }
+#endif
+  WEFT_ICHECK(ctx.workspace_bytes >= ref_workspace_bytes(g))
+      << attrs.where() << ": workspace too small";
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
+    DT* y = out[0].ptr<DT>();
+    conv_backward_data_ref<DT>(g, in[0].ptr<DT>(), in[1].ptr<DT>(), y, add,
+                               static_cast<DT*>(ctx.workspace), ctx.num_threads);
+    if (!p.no_bias) add_channel_bias<DT>(g, in[2].ptr<DT>(), y, ctx.num_threads);
+  });
+}
+
+void deconv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto& p = attrs.params<DeconvolutionParam>();
+  const ConvGeom g = deconv_geom(attrs, in[1].shape_of(), in[0].shape_of());
+  bool do_data = writes(req[0]), do_weights = writes(req[1]);
+#if WEFT_USE_ONEDNN
+  if (in[0].dtype() == DType::kFloat32 && dnnl_conv_supported(g)) {
+    if (req[0] == OpReq::kWrite || req[0] == OpReq::kInplace) {
+      dnnl_conv_forward(g, ctx, in[0], in[2], 2, nullptr, out[0]);
+      do_data = false;
+    }
+    if (req[1] == OpReq::kWrite || req[1] == OpReq::kInplace) {
+      dnnl_conv_backward_weights(g, ctx, in[0], in[1], out[1], nullptr);
+      do_weights = false;
+    }
+  }
+#endif
+  WEFT_ICHECK(ctx.workspace_bytes >= ref_workspace_bytes(g))
+      << attrs.where() << ": workspace too small";
+  WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
+    DT* col = static_cast<DT*>(ctx.workspace);
+    const DT* dy = in[0].ptr<DT>();
+    if (do_data) {
+      conv_forward_ref<DT>(g, dy, in[2].ptr<DT>(), nullptr, out[0].ptr<DT>(), req[0] == OpReq::kAdd,
+                           col, ctx.num_threads);
+    }
+    if (do_weights) {
+      conv_backward_weight_ref<DT>(g, dy, in[1].ptr<DT>(), out[1].ptr<DT>(), req[1] == OpReq::kAdd,
+                                   col, ctx.num_threads);
+    }
+    if (!p.no_bias && writes(req[2])) {
+      bias_backward_ref<DT>(dy, g.batch, g.in_c, g.in_size(), out[2].ptr<DT>(),
+                            req[2] == OpReq::kAdd, ctx.num_threads);
+    }
+  });
+}
+
+}  // namespace
+
+void register_deconvolution_ops(OpRegistry& r) {
+  r.register_op("Deconvolution")
+      .describe(
+          "Transposed convolution of data (N, C, *spatial) with weight (C, num_filter/num_group, "
+          "*kernel), plus "
+          "bias (num_filter,) unless no_bias (default True). Output size s(x-1) + d(k-1) + 1 - 2p "
+          "+ adj; a "
+          "non-zero target_shape sets the output size and derives pad and adj from it. "
+          "NCW/NCHW/NCDHW only.")
+      .set_params<DeconvolutionParam>()
+      .set_attr<FNumInputs>(deconv_num_inputs)
+      .set_attr<FListInputNames>(deconv_input_names)
+      .set_attr<FInferShape>(deconv_infer_shape)
+      .set_attr<FResourceRequest>(deconv_resources)
+      .set_attr<FCompute>(DeviceType::kCPU, deconv_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        const bool bias = !b.attrs().params<DeconvolutionParam>().no_bias;
+        auto g = b.emit_with_forward_attrs("_backward_Deconvolution",
+                                           {b.out_grad(0), b.input(0), b.input(1)});
+        std::vector<GradEntry> grads{g.at(0), g.at(1)};
+        if (bias) grads.push_back(g.at(2));
+        return grads;
+      });
+
+  r.register_op("_backward_Deconvolution")
+      .describe(
+          "Gradient of Deconvolution: inputs (out_grad, data, weight); outputs (d_data, d_weight[, "
+          "d_bias]).")
+      .set_params<DeconvolutionParam>()
+      .set_input_names({"out_grad", "data", "weight"})
+      .set_attr<FNumOutputs>(deconv_num_inputs)
+      .set_attr<FListOutputNames>([](const OpAttrs& a) {
+        std::vector<std::string> names{"data_grad", "weight_grad"};
+        if (!a.params<DeconvolutionParam>().no_bias) names.push_back("bias_grad");
+        return names;
+      })
+      .set_attr<FInferShape>(deconv_backward_infer_shape)
+      .set_attr<FResourceRequest>(deconv_backward_resources)
+      .set_attr<FCompute>(DeviceType::kCPU, deconv_backward);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,501 @@
+// Pooling (max / avg / sum / lp over 1-D, 2-D and 3-D windows; valid / full / same conventions;
+// global pooling) and _backward_Pooling, with MXNet's window arithmetic (src/operator/nn/pool.h).
+// Forward max/avg use oneDNN where its results are identical; everything else the plain loops.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ops/conv_common.h"
+
+namespace weft::detail {
+namespace {
+
+enum class PoolType { kMax, kAvg, kSum, kLp };
+enum class PoolConvention { kValid, kFull, kSame };
+
+struct PoolingParam {
+  Shape kernel;
+  PoolType pool_type = PoolType::kMax;
+  bool global_pool = false;
+  bool cudnn_off = false;
+  PoolConvention pooling_convention = PoolConvention::kValid;
+  Shape stride, pad;
+  std::optional<int64_t> p_value;
+  std::optional<bool> count_include_pad;
+  std::optional<SpatialLayout> layout;
+  std::optional<Shape> output_size;
+
+  static void declare(ParamSchema<PoolingParam>& s) {
+    using P = PoolingParam;
+    const Shape empty(std::vector<int64_t>{});
+    s.field("kernel", &P::kernel)
+        .set_default(empty, "[]")
+        .describe("pooling window: (w,), (h, w) or (d, h, w); required unless global_pool");
+    s.enum_field("pool_type", &P::pool_type,
+                 {{"max", PoolType::kMax},
+                  {"avg", PoolType::kAvg},
+                  {"sum", PoolType::kSum},
+                  {"lp", PoolType::kLp}})
+        .set_default(PoolType::kMax)
+        .describe("pooling function");
+    s.field("global_pool", &P::global_pool)
+        .set_default(false)
+        .describe("pool over all spatial positions (kernel, stride and pad are ignored)");
+    s.field("cudnn_off", &P::cudnn_off)
+        .set_default(false)
+        .describe("turn off cuDNN (ignored on CPU)");
+    s.enum_field("pooling_convention", &P::pooling_convention,
+                 {{"valid", PoolConvention::kValid},
+                  {"full", PoolConvention::kFull},
+                  {"same", PoolConvention::kSame}})
+        .set_default(PoolConvention::kValid)
+        .describe(
+            "output size rule: valid = floor, full = ceil (Caffe), same = ceil(x/s) (1-D only)");
+    s.field("stride", &P::stride)
+        .set_default(empty, "[]")
+        .describe("stride per spatial dim (default 1)");
+    s.field("pad", &P::pad)
+        .set_default(empty, "[]")
+        .describe("padding per spatial dim (default 0)");
+    s.field("p_value", &P::p_value)
+        .set_default(std::nullopt)
+        .describe("p of Lp pooling (required for lp)");
+    s.field("count_include_pad", &P::count_include_pad)
+        .set_default(std::nullopt)
+        .describe("avg pooling divides by the window including padding (None = True)");
+    s.optional_enum_field("layout", &P::layout, spatial_layout_names())
+        .set_default(std::nullopt)
+        .describe("data layout; None means NCW/NCHW/NCDHW");
+    s.field("output_size", &P::output_size)
+        .set_default(std::nullopt)
+        .describe("output size of adaptive pooling (not supported)");
+    s.check([](P& p) {
+      const int nsp = p.kernel.ndim() > 0 ? p.kernel.ndim() : 0;
+      if (!p.global_pool) {
+        WEFT_CHECK(nsp >= 1) << "kernel is required unless global_pool is set";
+      }
+      if (nsp > 0) {
+        WEFT_CHECK(nsp <= 3) << "kernel must have 1, 2 or 3 entries, got " << p.kernel.to_string();
+        fill_spatial_tuple(p.stride, nsp, 1, "stride");
+        fill_spatial_tuple(p.pad, nsp, 0, "pad");
+        for (int i = 0; i < nsp; ++i) {
+          WEFT_CHECK(p.global_pool || p.kernel[i] > 0)
+              << "kernel " << p.kernel.to_string() << " must be positive";
+          WEFT_CHECK(p.stride[i] > 0) << "stride " << p.stride.to_string() << " must be positive";
+          WEFT_CHECK(p.pad[i] >= 0) << "pad " << p.pad.to_string() << " must be non-negative";
+        }
+      }
+      if (p.pool_type == PoolType::kLp) {
+        WEFT_CHECK(p.p_value.has_value()) << "p_value is required for lp pooling";
+        WEFT_CHECK(*p.p_value >= 1) << "p_value must be at least 1, got " << *p.p_value;
+      }
+      if (p.pooling_convention == PoolConvention::kSame) {
+        for (int i = 0; i < p.pad.ndim(); ++i)
+          WEFT_CHECK(p.pad[i] == 0)
+              << "the 'same' pooling convention does not take pad, got " << p.pad.to_string();
+      }
+    });
+  }
+};
+
+/// Window geometry with three spatial slots (leading slots trivial).
+struct PoolGeom {
+  int nsp = 2;
+  int64_t planes = 0;  // N * C
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, p{0, 0, 0};
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+/// The effective kernel/stride/pad of a data shape (global pooling: the whole input, stride 1, no
+/// pad).
+void window_of(const PoolingParam& p, const Shape& data, int nsp, Shape* k, Shape* s, Shape* pad) {
+  if (p.global_pool) {
+    *k = Shape::filled(nsp, 1);
+    for (int i = 0; i < nsp; ++i) (*k)[i] = data[2 + i];
+    *s = Shape::filled(nsp, 1);
+    *pad = Shape::filled(nsp, 0);
+  } else {
+    *k = p.kernel;
+    *s = p.stride;
+    *pad = p.pad;
+  }
+}
+
+/// Spatial dims of the pooling: global pooling follows the data (its kernel may be a dummy).
+int spatial_rank(const PoolingParam& p, int data_ndim) {
+  return p.global_pool ? data_ndim - 2 : p.kernel.ndim();
+}
+
+bool pool_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+  const auto& p = attrs.params<PoolingParam>();
+  if (p.output_size && p.output_size->ndim() > 0) {
+    WEFT_THROW(NotImplemented) << attrs.where() << ": adaptive pooling (output_size "
+                               << p.output_size->to_string() << ") is not supported";
+  }
+  if (!in[0].rank_known()) {
+    if (out[0].rank_known() && out[0].ndim() >= 3) {
+      Shape d = Shape::filled(out[0].ndim(), -1);
+      d[0] = out[0][0];
+      d[1] = out[0][1];
+      assign_input_shape(attrs, in, 0, d);
+    }
+    return false;
+  }
+  const Shape& data = in[0];
+  if (data.ndim() < 3 || data.ndim() > 5) {
+    throw_shape_error(attrs,
+                      "data must be 3-d, 4-d or 5-d (N, C, spatial...), got " + data.to_string());
+  }
+  const int nsp = spatial_rank(p, data.ndim());
+  if (!p.global_pool && data.ndim() != nsp + 2) {
+    throw_shape_error(attrs, "data must be " + std::to_string(nsp + 2) + "-d for a " +
+                                 std::to_string(nsp) + "-d kernel, got " + data.to_string());
+  }
+  check_channel_first_layout(attrs, p.layout, nsp);
+  if (p.pooling_convention == PoolConvention::kSame && data.ndim() != 3) {
+    throw_shape_error(attrs,
+                      "the 'same' pooling convention supports 1-D pooling only (3-d data), got " +
+                          data.to_string());
+  }
+  Shape os = data;
+  if (p.global_pool) {
+    for (int i = 0; i < nsp; ++i) os[2 + i] = 1;
+  } else {
+    for (int i = 0; i < nsp; ++i) {
+      const int64_t x = data[2 + i];
+      if (x < 0) continue;
+      const int64_t k = p.kernel[i], s = p.stride[i], pad = p.pad[i];
+      if (k > x + 2 * pad) {
+        throw_shape_error(attrs, "kernel size " + std::to_string(k) +
+                                     " exceeds padded input size " + std::to_string(x + 2 * pad) +
+                                     " (data " + data.to_string() + ")");
+      }
+      switch (p.pooling_convention) {
+        case PoolConvention::kValid:
+          os[2 + i] = (x + 2 * pad - k) / s + 1;
+          break;
+        case PoolConvention::kFull:
+          os[2 + i] = (x + 2 * pad - k + s - 1) / s + 1;
+          break;
+        case PoolConvention::kSame:
+          os[2 + i] = (x + s - 1) / s;
+          break;
+      }
+    }
+  }
+  assign_output_shape(attrs, out, 0, os);
+  // Batch and channels flow back from the output.
+  Shape d = Shape::filled(data.ndim(), -1);
+  d[0] = out[0][0];
+  d[1] = out[0][1];
+  assign_input_shape(attrs, in, 0, d);
+  return in[0].known() && out[0].known();
+}
+
+PoolGeom pool_geom(const PoolingParam& p, const Shape& data, const Shape& out) {
+  PoolGeom g;
+  g.nsp = data.ndim() - 2;
+  g.planes = data[0] * data[1];
+  Shape k, s, pad;
+  window_of(p, data, g.nsp, &k, &s, &pad);
+  for (int i = 0; i < g.nsp; ++i) {
+    const int slot = 3 - g.nsp + i;
+    g.in[slot] = data[2 + i];
+    g.out[slot] = out[2 + i];
+    g.k[slot] = k[i];
+    g.s[slot] = s[i];
+    g.p[slot] = pad[i];
+  }
+  return g;
+}
+
+/// One output's window along a dim: [lo, hi) clipped to the input, and the unclipped size that
+/// avg pooling divides by (the window clipped to input + pad, MXNet's pool_size).
+struct Span1 {
+  int64_t lo, hi, padded;
+};
+inline Span1 window_span(const PoolGeom& g, int d, int64_t o, bool max_rule) {
+  int64_t start = o * g.s[d] - g.p[d];
+  int64_t end =
+      max_rule ? std::min(start + g.k[d], g.in[d]) : std::min(start + g.k[d], g.in[d] + g.p[d]);
+  const int64_t padded = end - start;
+  start = std::max<int64_t>(start, 0);
+  end = std::min(end, g.in[d]);
+  return {start, std::max(end, start), padded};
+}
+
+template <typename T>
+T root_p(T v, int64_t pv) {
+  if (pv == 1) return v;
+  if (pv == 2) return std::sqrt(v);
+  if (pv == 3) return std::cbrt(v);
+  return std::pow(v, T(1) / static_cast<T>(pv));
+}
+template <typename T>
+T pow_p(T v, int64_t pv) {
+  if (pv == 1) return v;
+  if (pv == 2) return v * v;
+  if (pv == 3) return v * v * v;
+  return std::pow(v, static_cast<T>(pv));
+}
+
+template <typename T>
+void pool_forward_ref(const PoolingParam& p, const PoolGeom& g, const T* x, T* y, bool add,
+                      int threads) {
+  const bool include_pad = p.count_include_pad.value_or(true);
+  const int64_t pv = p.p_value.value_or(1);
+  const int64_t is = g.in_size(), os = g.out_size();
+  parallel_for(g.planes, 1, threads, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T* xp = x + c * is;
+      T* yp = y + c * os;
+      int64_t oi = 0;
+      for (int64_t od = 0; od < g.out[0]; ++od) {
+        for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++oi) {
+            const bool mx = p.pool_type == PoolType::kMax;
+            const Span1 sd = window_span(g, 0, od, mx), sh = window_span(g, 1, oh, mx),
+                        sw = window_span(g, 2, ow, mx);
+            T v;
+            if (mx) {
+              v = std::numeric_limits<T>::lowest();
+              for (int64_t id = sd.lo; id < sd.hi; ++id)
+                for (int64_t ih = sh.lo; ih < sh.hi; ++ih) {
+                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+                  for (int64_t iw = sw.lo; iw < sw.hi; ++iw) v = row[iw] > v ? row[iw] : v;
+                }
+            } else {
+              T sum = T(0);
+              for (int64_t id = sd.lo; id < sd.hi; ++id)
+                for (int64_t ih = sh.lo; ih < sh.hi; ++ih) {
+                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+                  if (p.pool_type == PoolType::kLp) {
+                    for (int64_t iw = sw.lo; iw < sw.hi; ++iw) sum += pow_p(row[iw], pv);
+                  } else {
+                    for (int64_t iw = sw.lo; iw < sw.hi; ++iw) sum += row[iw];
+                  }
+                }
+              if (p.pool_type == PoolType::kAvg) {
+                const int64_t count = include_pad
+                                          ? sd.padded * sh.padded * sw.padded
+                                          : (sd.hi - sd.lo) * (sh.hi - sh.lo) * (sw.hi - sw.lo);
+                v = count > 0 ? sum / static_cast<T>(count) : T(0);
+              } else if (p.pool_type == PoolType::kLp) {
+                v = root_p(sum, pv);
+              } else {
+                v = sum;
+              }
+            }
+            yp[oi] = add ? yp[oi] + v : v;
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx (=, or +=) the gradient; dy, x, y as in the forward.
+template <typename T>
+void pool_backward_ref(const PoolingParam& p, const PoolGeom& g, const T* dy, const T* x,
+                       const T* y, T* dx, bool add, int threads) {
+  const bool include_pad = p.count_include_pad.value_or(true);
+  const int64_t pv = p.p_value.value_or(1);
+  const int64_t is = g.in_size(), os = g.out_size();
+  parallel_for(g.planes, 1, threads, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T* xp = x + c * is;
+      T* gp = dx + c * is;
+      if (!add) std::fill(gp, gp + is, T(0));
+      const T* dyp = dy + c * os;
+      const T* yp = y + c * os;
+      int64_t oi = 0;
+      for (int64_t od = 0; od < g.out[0]; ++od) {
+        for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++oi) {
+            const bool mx = p.pool_type == PoolType::kMax;
+            const Span1 sd = window_span(g, 0, od, mx), sh = window_span(g, 1, oh, mx),
+                        sw = window_span(g, 2, ow, mx);
+            const T go = dyp[oi];
+            if (mx) {
+              // The first input equal to the output takes the whole gradient (MXNet's unpool).
+              bool done = false;
+              for (int64_t id = sd.lo; id < sd.hi && !done; ++id)
+                for (int64_t ih = sh.lo; ih < sh.hi && !done; ++ih)
+                  for (int64_t iw = sw.lo; iw < sw.hi; ++iw) {
+                    const int64_t idx = (id * g.in[1] + ih) * g.in[2] + iw;
+                    if (xp[idx] == yp[oi]) {
+                      gp[idx] += go;
+                      done = true;
+                      break;
+                    }
+                  }
+              continue;
+            }
+            T scale = T(1);
+            if (p.pool_type == PoolType::kAvg) {
+              const int64_t count = include_pad
+                                        ? sd.padded * sh.padded * sw.padded
+                                        : (sd.hi - sd.lo) * (sh.hi - sh.lo) * (sw.hi - sw.lo);
+              scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+            }
+            for (int64_t id = sd.lo; id < sd.hi; ++id)
+              for (int64_t ih = sh.lo; ih < sh.hi; ++ih) {
+                const int64_t base = (id * g.in[1] + ih) * g.in[2];
+                if (p.pool_type == PoolType::kLp) {
+                  const T out = yp[oi];
+                  for (int64_t iw = sw.lo; iw < sw.hi; ++iw) {
+                    const T xv = xp[base + iw];
+                    T gv = go;
+                    if (pv == 2)
+                      gv = go * xv / out;
+                    else if (pv == 3)
+                      gv = go * xv * xv / (out * out);
+                    else if (pv != 1)
+                      gv = go * std::pow(xv / out, static_cast<T>(pv - 1));
+                    gp[base + iw] += gv;
+                  }
+                } else {
+                  const T gv = go * scale;
+                  for (int64_t iw = sw.lo; iw < sw.hi; ++iw) gp[base + iw] += gv;
+                }
+              }
+          }
+        }
+      }
+    }
+  });
+}
+
+#if WEFT_USE_ONEDNN
+struct PoolPlan {
+  dnnl::pooling_forward prim;
+  dnnl::memory::desc src, dst;
+};
+
+/// The oneDNN algorithm that reproduces MXNet's result for this geometry, if any: every window
+/// must overlap the input, and include-padding averages need windows that stay inside the pads.
+std::optional<dnnl::algorithm> dnnl_pool_algorithm(const PoolingParam& p, const PoolGeom& g,
+                                                   std::array<int64_t, 3>* pad_r) {
+  if (p.pool_type == PoolType::kSum || p.pool_type == PoolType::kLp) return std::nullopt;
+  bool stays_in_pads = true;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t needed = (g.out[d] - 1) * g.s[d] + g.k[d] - g.in[d] - g.p[d];
+    (*pad_r)[d] = std::max(needed, g.p[d]);
+    stays_in_pads = stays_in_pads && needed <= g.p[d];
+    if (g.p[d] >= g.k[d] || (*pad_r)[d] >= g.k[d])
+      return std::nullopt;  // a window could miss the input
+    if ((g.out[d] - 1) * g.s[d] - g.p[d] >= g.in[d]) return std::nullopt;
+    if ((g.in[d] - g.k[d] + g.p[d] + (*pad_r)[d]) / g.s[d] + 1 != g.out[d]) return std::nullopt;
+  }
+  if (p.pool_type == PoolType::kMax) return dnnl::algorithm::pooling_max;
+  if (!p.count_include_pad.value_or(true)) return dnnl::algorithm::pooling_avg_exclude_padding;
+  if (stays_in_pads) return dnnl::algorithm::pooling_avg_include_padding;
+  return std::nullopt;
+}
+
+bool pool_forward_dnnl(const PoolingParam& p, const PoolGeom& g, const OpContext& ctx,
+                       const TensorView& x, const TensorView& y) {
+  std::array<int64_t, 3> pad_r{};
+  const auto algo = dnnl_pool_algorithm(p, g, &pad_r);
+  if (!algo) return false;
+  using dnnl::memory;
+  memory::dims src = dnnl_util::to_dims(x), dst = dnnl_util::to_dims(y), strides, kernel, pl, pr;
+  for (int d = 3 - g.nsp; d < 3; ++d) {
+    strides.push_back(g.s[d]);
+    kernel.push_back(g.k[d]);
+    pl.push_back(g.p[d]);
+    pr.push_back(pad_r[d]);
+  }
+  const std::string key = "Pooling.fwd|" + std::to_string(static_cast<int>(*algo)) + "|" +
+                          dims_key(src) + "|" + dims_key(dst) + "|" + dims_key(strides) + "|" +
+                          dims_key(kernel) + "|" + dims_key(pl) + "|" + dims_key(pr);
+  const PoolPlan& plan = dnnl_util::cached<PoolPlan>(key, [&] {
+    PoolPlan pp;
+    pp.src = dnnl_util::plain_desc(src, DType::kFloat32);
+    pp.dst = dnnl_util::plain_desc(dst, DType::kFloat32);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, *algo, pp.src, pp.dst,
+                                     strides, kernel, pl, pr);
+    pp.prim =
+        dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(desc, dnnl_util::cpu_engine()));
+    return pp;
+  });
+  dnnl_util::ScopedThreads threads(ctx.num_threads);
+  auto& eng = dnnl_util::cpu_engine();
+  dnnl_util::execute(plan.prim, {{DNNL_ARG_SRC, memory(plan.src, eng, x.raw())},
+                                 {DNNL_ARG_DST, memory(plan.dst, eng, y.raw())}});
+  return true;
+}
+#endif
+
+void pool_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const auto& p = attrs.params<PoolingParam>();
+  const PoolGeom g = pool_geom(p, in[0].shape_of(), out[0].shape_of());
+  const bool add = req[0] == OpReq::kAdd;
+#if WEFT_USE_ONEDNN
+  if (in[0].dtype() == DType::kFloat32 && !add && g.planes > 0 && g.in_size() > 0 &&
+      pool_forward_dnnl(p, g, ctx, in[0], out[0])) {
+    return;
+  }
+#endif
+  WEFT_FLOAT_SWITCH(
+      in[0].dtype(), DT, attrs.where(),
+      pool_forward_ref<DT>(p, g, in[0].ptr<DT>(), out[0].ptr<DT>(), add, ctx.num_threads));
+}
+
+// _backward_Pooling: inputs (out_grad, data, output), output d_data.
+bool pool_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                               std::vector<Shape>& out) {
+  assign_output_shape(attrs, out, 0, in[1]);
+  assign_input_shape(attrs, in, 1, out[0]);
+  assign_input_shape(attrs, in, 0, in[2]);
+  assign_input_shape(attrs, in, 2, in[0]);
+  return all_known(in) && all_known(out);
+}
+
+void pool_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const auto& p = attrs.params<PoolingParam>();
+  const PoolGeom g = pool_geom(p, in[1].shape_of(), in[0].shape_of());
+  WEFT_FLOAT_SWITCH(
+      in[0].dtype(), DT, attrs.where(),
+      pool_backward_ref<DT>(p, g, in[0].ptr<DT>(), in[1].ptr<DT>(), in[2].ptr<DT>(),
+                            out[0].ptr<DT>(), req[0] == OpReq::kAdd, ctx.num_threads));
+}
+
+}  // namespace
+
+void register_pooling_ops(OpRegistry& r) {
+  r.register_op("Pooling")
+      .describe(
+          "Max / avg / sum / lp pooling over 1-D, 2-D or 3-D windows of NCW/NCHW/NCDHW data. "
+          "Output size: "
+          "valid floor((x+2p-k)/s)+1, full ceil((x+2p-k)/s)+1, same ceil(x/s) (1-D). Max ignores "
+          "padding; avg "
+          "divides by the window clipped to x+p (or by the real elements when count_include_pad is "
+          "False). "
+          "global_pool pools each channel to 1. One output (no workspace output).")
+      .set_params<PoolingParam>()
+      .set_input_names({"data"})
+      .set_output_names({"output"})
+      .set_attr<FInferShape>(pool_infer_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, pool_forward)
+      .set_attr<FGradient>([](GradBuilder& b) {
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_Pooling", {b.out_grad(0), b.input(0), b.output(0)})
+                .at(0)};
+      });
+  r.add_alias("_npx_pooling", "Pooling");
+
+  r.register_op("_backward_Pooling")
+      .describe("Gradient of Pooling: inputs (out_grad, data, output); output d_data.")
+      .set_params<PoolingParam>()
+      .set_input_names({"out_grad", "data", "output"})
+      .set_attr<FInferShape>(pool_backward_infer_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, pool_backward);
+}
+
+}  // namespace weft::detail
