@@ -1,5 +1,8 @@
 // Operator invocation: inference, output allocation, and the push of one kernel onto the engine.
 #include <algorithm>
+#include <span>
+
+#include "base/small_vector.h"
 
 #include "ndarray/autograd.h"
 #include "ndarray/ndarray.h"
@@ -14,14 +17,15 @@ struct PendingKernel {
   const FCompute* compute = nullptr;
   const FStatefulCompute* stateful = nullptr;
   std::shared_ptr<OpState> state;
-  std::vector<std::shared_ptr<detail::Storage>> keep_alive;
-  std::vector<Shape> shapes;  // inputs then outputs; views point into these
-  std::vector<TensorView> in_views;
-  std::vector<TensorView> out_views;
-  std::vector<OpReq> req;
-  std::vector<VarHandle> in_vars;
-  std::vector<uint64_t> storage_ids;
-  std::vector<uint64_t> versions;
+  // Inline capacity covers nearly every op, so a pushed kernel is one allocation.
+  SmallVector<std::shared_ptr<detail::Storage>, 6> keep_alive;
+  SmallVector<Shape, 6> shapes;  // inputs then outputs; views point into these
+  SmallVector<TensorView, 4> in_views;
+  SmallVector<TensorView, 3> out_views;
+  SmallVector<OpReq, 3> req;
+  SmallVector<VarHandle, 4> in_vars;
+  SmallVector<uint64_t, 4> storage_ids;
+  SmallVector<uint64_t, 4> versions;
   DataPtr workspace;
   size_t workspace_bytes = 0;
   RandomResource* random = nullptr;
@@ -45,10 +49,13 @@ struct PendingKernel {
       Runtime& rt;
       ~Done() { rt.kernel_finished(); }
     } done{rt};
+    std::span<const TensorView> in(in_views.data(), in_views.size());
+    std::span<const TensorView> out(out_views.data(), out_views.size());
+    std::span<const OpReq> rq(req.data(), req.size());
     if (compute != nullptr) {
-      (*compute)(*attrs, ctx, in_views, req, out_views);
+      (*compute)(*attrs, ctx, in, rq, out);
     } else {
-      (*stateful)(*state, ctx, in_views, req, out_views);
+      (*stateful)(*state, ctx, in, rq, out);
     }
     workspace.reset();
   }
@@ -86,9 +93,13 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
       << attrs.where() << ": " << given.size() << " output arrays given; the op has " << nvis << " visible and "
       << nout << " total outputs";
 
-  // Inference.
-  std::vector<Shape> in_shapes(nin), out_shapes(nout);
-  std::vector<DType> in_types(nin), out_types(nout, DType::kUnknown);
+  // Inference, in per-thread scratch vectors (invoke never re-enters itself on one thread).
+  thread_local std::vector<Shape> in_shapes, out_shapes;
+  thread_local std::vector<DType> in_types, out_types;
+  in_shapes.resize(nin);
+  out_shapes.assign(nout, Shape());
+  in_types.resize(nin);
+  out_types.assign(nout, DType::kUnknown);
   for (int i = 0; i < nin; ++i) {
     in_shapes[i] = inputs[i].shape();
     in_types[i] = inputs[i].dtype();
@@ -139,15 +150,14 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
       outputs[i] = NDArray::empty(out_shapes[i], out_types[i], device);
     }
   }
-  pk->req = options.req;
-  if (pk->req.empty()) pk->req.assign(nout, OpReq::kWrite);
+  for (OpReq r : options.req) pk->req.push_back(r);
+  if (pk->req.empty()) pk->req.resize(nout, OpReq::kWrite);
   if (static_cast<int>(pk->req.size()) == nvis && nvis < nout) pk->req.resize(nout, OpReq::kWrite);
   WEFT_CHECK(static_cast<int>(pk->req.size()) == nout) << attrs.where() << ": req needs one entry per output";
 
   // Resources.
   Runtime& rt = Runtime::get();
-  std::vector<VarHandle> writes;
-  writes.reserve(nout + 2);
+  SmallVector<VarHandle, 4> writes;
   if (const auto& f = op.attr<FResourceRequest>()) {
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {
       if (r.kind == ResourceRequest::Kind::kWorkspace) {
@@ -161,9 +171,6 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   }
 
   // Views (data pointers are fixed now; shapes live in pk->shapes).
-  pk->shapes.reserve(nin + nout);
-  pk->keep_alive.reserve(nin + nout);
-  pk->in_vars.reserve(nin);
   for (int i = 0; i < nin; ++i) {
     pk->shapes.push_back(inputs[i].shape());
     pk->keep_alive.push_back(inputs[i].storage());
@@ -192,11 +199,12 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   pk->engine = &rt.engine();
   pk->is_train = autograd::is_training();
 
-  std::vector<VarHandle> reads = pk->in_vars;
+  SmallVector<VarHandle, 4> reads = pk->in_vars;
   // The operation owns the kernel state; it is freed with the operation, also when the engine
   // skips it because an input carries an error.
-  rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device, reads, writes,
-                        FnProperty::kNormal, 0, op.name());
+  rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device,
+                        std::span<const VarHandle>(reads.data(), reads.size()),
+                        std::span<const VarHandle>(writes.data(), writes.size()), FnProperty::kNormal, 0, op.name());
 
   detail::maybe_record(attrs_ptr, inputs, outputs);
   return outputs;

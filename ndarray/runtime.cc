@@ -59,7 +59,9 @@ Runtime::Runtime(const RuntimeConfig& config)
     : config_(config),
       cores_(std::max(1, cpu_core_count())),
       engine_(Engine::create(config.engine)),
-      generation_(g_generation.fetch_add(1)) {}
+      generation_(g_generation.fetch_add(1)) {
+  cpu_pool_ = &allocator_slow(Device::cpu());
+}
 
 uint64_t Runtime::next_storage_id() { return g_next_storage_id.fetch_add(1, std::memory_order_relaxed); }
 
@@ -75,7 +77,7 @@ Runtime::~Runtime() {
   allocators_.clear();
 }
 
-PooledAllocator& Runtime::allocator(Device device) {
+PooledAllocator& Runtime::allocator_slow(Device device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = allocators_[device];
   if (!slot) {

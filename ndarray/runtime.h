@@ -54,8 +54,12 @@ class Runtime {
 
   Engine& engine() { return *engine_; }
   const RuntimeConfig& config() const { return config_; }
-  /// The pooled allocator of `device` (created on first use).
-  PooledAllocator& allocator(Device device);
+  /// The pooled allocator of `device` (created on first use). The CPU's is made up front, so
+  /// asking for it takes no lock.
+  PooledAllocator& allocator(Device device) {
+    if (device.type == DeviceType::kCPU && cpu_pool_ != nullptr) return *cpu_pool_;
+    return allocator_slow(device);
+  }
   /// The random resource of `device` (created on first use, seeded with 0).
   RandomResource& random(Device device);
   /// Reseeds every device's generator; ordered after all draws already pushed. Thread-safe.
@@ -71,8 +75,10 @@ class Runtime {
   void kernel_finished() { running_kernels_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
+  PooledAllocator& allocator_slow(Device device);
   RuntimeConfig config_;
   int cores_;
+  PooledAllocator* cpu_pool_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::mutex mutex_;
   std::unordered_map<Device, std::unique_ptr<PooledAllocator>> allocators_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,42 @@ void mlp_step(int reps) {
          "ms, 784-512-512-10 SGD step");
 }
 
+// Intra-op threading against the engine's workers: one large matmul alone, and 8 independent
+// matmuls pushed together, under the adaptive policy and under fixed thread counts. Reports
+// weft only (the policies are weft's); printed as `threads ...` lines.
+void threading(int reps) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  struct Policy {
+    const char* name;
+    weft::IntraOpPolicy policy;
+    int threads;
+  };
+  const Policy policies[] = {{"adaptive", weft::IntraOpPolicy::kAdaptive, 0},
+                             {"fixed1", weft::IntraOpPolicy::kFixed, 1},
+                             {"fixed_all", weft::IntraOpPolicy::kFixed, cores}};
+  for (const Policy& p : policies) {
+    weft::RuntimeConfig config;
+    config.intra_op_policy = p.policy;
+    config.intra_op_threads = p.threads;
+    weft::Runtime::reset(config);
+    auto a = NDArray::uniform(Shape{768, 768});
+    auto b = NDArray::uniform(Shape{768, 768});
+    weft::waitall();
+    auto one = [&] { weft::op::dot(a, b).wait_to_read(); };
+    auto eight = [&] {
+      std::vector<NDArray> outs;
+      for (int i = 0; i < 8; ++i) outs.push_back(weft::op::dot(a, b));
+      weft::waitall();
+    };
+    one();
+    eight();
+    std::printf("threads policy=%s one_matmul_ms=%.3f eight_independent_ms=%.3f\n", p.name,
+                time_median(reps, one, 1e6), time_median(reps, eight, 1e6));
+    std::fflush(stdout);
+  }
+  weft::Runtime::reset(weft::RuntimeConfig{});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,5 +225,6 @@ int main(int argc, char** argv) {
     conv_bn_relu(32, quick ? 2 : 5);
   }
   if (want("mlp")) mlp_step(reps);
+  if (want("threads")) threading(reps);
   return 0;
 }
