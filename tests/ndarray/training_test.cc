@@ -93,7 +93,7 @@ TEST(Training, CnnLearnsBarOrientation) {
       out = op::softmax_output(forward(), y);
     }
     out.backward();
-    sgd(params, 0.3 / n * 8);
+    sgd(params, 0.5 / n);
   }
   EXPECT_GE(accuracy(forward(), ys), 0.9);
 }
