@@ -11,6 +11,10 @@
 namespace weft {
 namespace {
 
+// Kernels writing at most this many elements run inline (Note [Tiny kernels run where they
+// become ready]).
+constexpr int64_t kInlineKernelElements = 4096;
+
 // Everything one pushed kernel needs, owned by its engine operation.
 struct PendingKernel {
   std::shared_ptr<const OpAttrs> attrs;
@@ -202,9 +206,27 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   SmallVector<VarHandle, 4> reads = pk->in_vars;
   // The operation owns the kernel state; it is freed with the operation, also when the engine
   // skips it because an input carries an error.
-  rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device,
-                        std::span<const VarHandle>(reads.data(), reads.size()),
-                        std::span<const VarHandle>(writes.data(), writes.size()), FnProperty::kNormal, 0, op.name());
+  std::span<const VarHandle> read_span(reads.data(), reads.size());
+  std::span<const VarHandle> write_span(writes.data(), writes.size());
+  // Note [Tiny kernels run where they become ready]: a CPU kernel writing few elements costs
+  // less than the hand-off to a worker (a wake-up, and memory allocated on one thread and freed
+  // on another). Such kernels are pushed as kAsync operations, which the engine runs on the
+  // thread that makes them ready: the caller's thread when the inputs are already computed, or the
+  // worker that completes the last dependency. Ordering and error semantics are unchanged.
+  int64_t out_elements = 0;
+  for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
+  if (device.type == DeviceType::kCPU && pk->compute != nullptr && out_elements <= kInlineKernelElements &&
+      pk->workspace_bytes == 0) {
+    rt.engine().push_async(
+        [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) {
+          pk->run(rc);
+          done();
+        },
+        device, read_span, write_span, FnProperty::kAsync, 0, op.name());
+  } else {
+    rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device, read_span,
+                          write_span, FnProperty::kNormal, 0, op.name());
+  }
 
   detail::maybe_record(attrs_ptr, inputs, outputs);
   return outputs;
