@@ -9,13 +9,10 @@
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
+#include "ops/strided_copy.h"
 
 namespace weft::detail {
 
-// Defined in ops/shape_ops.cc (documented there).
-void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
-                            const int64_t* shape, int ndim, DType dtype, bool accumulate, int num_threads);
-void shape_ops_zero(void* dst, size_t bytes, int num_threads);
 
 namespace {
 

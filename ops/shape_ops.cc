@@ -11,21 +11,10 @@
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
+#include "ops/strided_copy.h"
 
 namespace weft::detail {
 
-// Shared with ops/shape_ops_concat.cc and ops/indexing_ops.cc, which repeat these declarations
-// (the group has no header of its own).
-
-/// dst[i] = src[i] (or dst[i] += src[i] when `accumulate`) over the index space `shape` (ndim
-/// dims; ndim 0 is one element), with per-dim element strides for each side (0 broadcasts; a
-/// 0 dst stride with `accumulate` sums into one element, which is race-free). Writing copies raw
-/// bytes (any dtype); accumulating needs a dtype WEFT_DTYPE_SWITCH knows. Call from one thread;
-/// uses up to `num_threads` OpenMP threads.
-void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
-                            const int64_t* shape, int ndim, DType dtype, bool accumulate, int num_threads);
-/// Sets `bytes` bytes at `dst` to zero (all-zero bytes are 0 in every dtype).
-void shape_ops_zero(void* dst, size_t bytes, int num_threads);
 void register_shape_concat_ops(OpRegistry& r);
 void register_indexing_ops(OpRegistry& r);
 
