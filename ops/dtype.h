@@ -75,6 +75,20 @@ template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; 
                                  << " is not supported";                                       \
   }
 
+/// Like WEFT_DTYPE_SWITCH without bool (the arithmetic types).
+#define WEFT_ARITH_SWITCH(dtype, DT, what, ...)                                               \
+  switch (dtype) {                                                                           \
+    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                 \
+    case ::weft::DType::kInt32: { using DT = int32_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kInt64: { using DT = int64_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kUInt8: { using DT = uint8_t; __VA_ARGS__; break; }                  \
+    case ::weft::DType::kInt8: { using DT = int8_t; __VA_ARGS__; break; }                    \
+    default:                                                                                 \
+      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)          \
+                                 << " is not supported";                                     \
+  }
+
 /// Like WEFT_DTYPE_SWITCH for the floating types only (float32, float64).
 #define WEFT_FLOAT_SWITCH(dtype, DT, what, ...)                                                \
   switch (dtype) {                                                                             \

@@ -23,20 +23,6 @@ inline constexpr int64_t kElemwiseParallelMin = 1 << 16;
 /// Elements per parallel chunk.
 inline constexpr int64_t kElemwiseGrain = 1 << 15;
 
-/// Like WEFT_DTYPE_SWITCH without bool (the arithmetic types).
-#define WEFT_ARITH_SWITCH(dtype, DT, what, ...)                                               \
-  switch (dtype) {                                                                           \
-    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                 \
-    case ::weft::DType::kInt32: { using DT = int32_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kInt64: { using DT = int64_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kUInt8: { using DT = uint8_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kInt8: { using DT = int8_t; __VA_ARGS__; break; }                    \
-    default:                                                                                 \
-      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)          \
-                                 << " is not supported";                                     \
-  }
-
 /// Runs body(begin, end) over [0, n): inline for small n, else with parallel_for.
 template <typename Body>
 inline void run_range(int64_t n, int threads, Body&& body) {
