@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "base/build_config.h"
 #include "devices/device_api.h"
 #include "ops/op_listing.h"
+#include "tools/commands.h"
 #include "tools/demo.h"
 
 int main(int argc, char** argv) {
@@ -30,8 +32,16 @@ int main(int argc, char** argv) {
   ops_cmd->add_flag("--brief", ops_brief, "One line per operator");
   ops_cmd->add_flag("--backward", ops_backward, "Include the _backward_* operators");
 
+  std::vector<weft::tools::Command> commands;
+  commands.push_back(weft::tools::add_info_command(app));
+  commands.push_back(weft::tools::add_plan_command(app));
+  commands.push_back(weft::tools::add_replay_command(app));
+
   CLI11_PARSE(app, argc, argv);
   try {
+    for (const auto& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
     if (demo_cmd->parsed()) return weft::tools::run_demo(demo);
     if (ops_cmd->parsed()) {
       if (!ops_name.empty()) {

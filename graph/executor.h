@@ -1,0 +1,78 @@
+// The executor: binds a static graph to an invocation context (device, input shapes or batch
+// size, argument and auxiliary arrays, grad_req per argument), plans memory once, allocates the
+// arena and caches one engine operation per node. forward()/backward() push them and return.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/infer.h"
+#include "graph/plan.h"
+#include "ndarray/ndarray.h"
+
+namespace weft::graph {
+
+struct BindOptions {
+  Device device = Device::cpu();
+  /// Shapes of inputs that have no array in `args` (data, labels), and the batch size.
+  InferInputs inputs;
+  /// grad_req per argument name; missing names get `default_grad_req`. Any kWrite/kAdd makes the
+  /// executor build the backward graph (gradient pass) and plan forward + backward together.
+  std::map<std::string, GradReq, std::less<>> grad_req;
+  GradReq default_grad_req = GradReq::kNull;
+  /// Inference-time rewrites (BatchNorm folded into the preceding convolution, ReLU fused as a
+  /// post-op) when no gradient is requested. Results equal the unfused graph within rounding.
+  bool fuse = true;
+  /// Record the time spent in each node (op_times()).
+  bool time_ops = false;
+};
+
+/// Time spent per op name over every run since bind (when BindOptions::time_ops).
+struct OpTime {
+  std::string op;
+  int64_t calls = 0;
+  double total_ms = 0;
+};
+
+class Executor {
+ public:
+  /// Binds `graph`. Arrays given in `args`/`aux` (by variable name) are used as they are (shapes
+  /// must agree with inference); missing arguments and auxiliary states are allocated (zeros) —
+  /// fill them through arg()/aux(). Loss heads' label inputs are allocated as zeros.
+  /// Throws ShapeError/ValueError naming the node or variable at fault.
+  static std::unique_ptr<Executor> bind(std::shared_ptr<const Graph> graph, const BindOptions& options,
+                                        std::map<std::string, NDArray, std::less<>> args = {},
+                                        std::map<std::string, NDArray, std::less<>> aux = {});
+  virtual ~Executor() = default;
+
+  /// Pushes the forward pass (training mode when `is_train`); returns at once.
+  virtual void forward(bool is_train = false) = 0;
+  /// Pushes the backward pass. `head_grads` per head (empty: ones; loss heads need none).
+  virtual void backward(const std::vector<NDArray>& head_grads = {}) = 0;
+  /// Rebinds for new input shapes (another batch size); reuses the arena when the new plan fits.
+  /// Arguments whose shapes do not change are kept. Returns whether the arena was reused.
+  virtual bool reshape(const InferInputs& inputs) = 0;
+
+  /// The head outputs (valid after forward(); reading waits).
+  virtual const std::vector<NDArray>& outputs() const = 0;
+  virtual NDArray arg(std::string_view name) const = 0;
+  virtual NDArray aux(std::string_view name) const = 0;
+  /// The gradient array of an argument (none when its grad_req is null).
+  virtual NDArray grad(std::string_view name) const = 0;
+  virtual std::vector<std::string> arg_names() const = 0;
+  virtual std::vector<std::string> aux_names() const = 0;
+
+  /// The graph actually run (after the gradient pass and rewrites), its inference and its plan.
+  virtual const Graph& exec_graph() const = 0;
+  virtual const InferResult& inferred() const = 0;
+  virtual const MemoryPlan& memory_plan() const = 0;
+  /// Inferred shapes of the forward heads.
+  virtual std::vector<Shape> output_shapes() const = 0;
+  virtual std::vector<OpTime> op_times() const = 0;
+};
+
+}  // namespace weft::graph
