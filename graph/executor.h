@@ -38,6 +38,9 @@ struct OpTime {
   double total_ms = 0;
 };
 
+/// Variables fed to an op input named "label" (loss heads): filled with zeros when not given.
+std::vector<uint32_t> label_variables(const Graph& graph);
+
 class Executor {
  public:
   /// Binds `graph`. Arrays given in `args`/`aux` (by variable name) are used as they are (shapes

@@ -14,6 +14,8 @@ namespace weft::graph {
 struct InferInputs {
   /// Shapes of variables by name (data inputs, or any argument). Override `__shape__`.
   std::map<std::string, Shape, std::less<>> shapes;
+  /// Shapes used exactly as given, the batch size aside (arrays already bound).
+  std::map<std::string, Shape, std::less<>> fixed_shapes;
   /// Types of variables by name. Default: `__dtype__`, else inferred (float32 when nothing says).
   std::map<std::string, DType, std::less<>> dtypes;
   /// When > 0: the batch size. It replaces the first dimension of every shape given in `shapes`
