@@ -18,7 +18,7 @@ struct PlacementOptions {
 };
 
 struct Placement {
-  Graph graph;                   ///< the input graph with copy nodes (op `_copyto`) inserted
+  Graph graph;                   ///< the input graph with copy nodes (op `_copy`, attribute `__copy_to__` = destination device) inserted
   std::vector<Device> node_device;  ///< per node of `graph`
   int fallback_nodes = 0;        ///< op nodes that could not run on the target
   int copy_nodes = 0;            ///< copies inserted

@@ -1,12 +1,269 @@
-// `weft replay` (placeholder until implemented).
+// `weft replay`: load an MXNet graph, bind it, run it, report latency, the plan and the top
+// operators; optionally save or compare outputs and save the weights used.
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/profiler.h"
+#include "graph/executor.h"
+#include "graph/json.h"
+#include "ndarray/io.h"
+#include "ndarray/runtime.h"
+#include "ndarray/serialize.h"
 #include "tools/commands.h"
+#include "tools/replay_util.h"
 
 namespace weft::tools {
+namespace {
+
+struct ReplayOptions {
+  std::string graph;
+  std::string params;
+  std::vector<std::string> inputs;
+  int64_t batch = -1;
+  std::string device = "cpu";
+  int warmup = 2;
+  int iters = 10;
+  bool train = false;
+  std::string profile;
+  std::string save_outputs;
+  std::string save_params;
+  std::string compare;
+  double rtol = 1e-4;
+  double atol = 1e-5;
+  uint64_t seed = 0;
+  bool no_fuse = false;
+  bool quiet = false;
+};
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu" || text == "cpu:0") return Device::cpu();
+  if (text.starts_with("cuda")) {
+    int ordinal = 0;
+    if (text.size() > 5 && text[4] == ':') ordinal = std::stoi(text.substr(5));
+    return Device::cuda(ordinal);
+  }
+  WEFT_THROW(ValueError) << "--device: expected cpu or cuda:N, got '" << text << "'";
+}
+
+void progress(int done, int total) {
+  const int width = 30;
+  const int filled = total ? done * width / total : width;
+  std::fprintf(stderr, "\r  [%s%s] %d/%d", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+               done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int run_replay(const ReplayOptions& o) {
+  Runtime::get().seed(o.seed);
+  graph::JsonInfo info;
+  auto g = std::make_shared<graph::Graph>(graph::load_json_file(o.graph, &info));
+  std::map<std::string, int> ops;
+  int op_nodes = 0;
+  for (const auto& n : g->nodes) {
+    if (n.op) {
+      ++ops[n.op->name()];
+      ++op_nodes;
+    }
+  }
+  std::printf("loaded %s: MXNet symbol JSON, layout %s, version %d.%d.%d%s, %zu nodes (%d ops of %zu kinds), %zu heads\n",
+              o.graph.c_str(), info.layout.c_str(), info.mxnet_version / 10000, info.mxnet_version / 100 % 100,
+              info.mxnet_version % 100, info.upgraded ? " (upgraded)" : "", g->nodes.size(), op_nodes, ops.size(),
+              g->heads.size());
+
+  // Inputs: shapes or .npy files; batch size.
+  graph::BindOptions bo;
+  bo.device = parse_device(o.device);
+  bo.inputs.batch = o.batch;
+  bo.time_ops = true;
+  bo.fuse = !o.no_fuse;
+  std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
+  for (const std::string& spec : o.inputs) {
+    auto [name, value] = split_input_spec(spec);
+    WEFT_CHECK(g->find_variable(name) >= 0) << "--input " << spec << ": the graph has no variable '" << name << "'";
+    if (value.ends_with(".npy")) {
+      NDArray a = load_npy_array(value);
+      given[name] = a;
+      Shape s = a.shape();
+      bo.inputs.shapes[name] = s;
+    } else {
+      bo.inputs.shapes[name] = parse_shape_spec(value);
+    }
+  }
+  if (o.batch > 0) {
+    for (auto& [name, a] : given) {
+      WEFT_CHECK(a.shape()[0] == o.batch) << "--input " << name << ": the file has batch " << a.shape()[0]
+                                           << ", --batch is " << o.batch;
+    }
+  }
+
+  // Weights: from --params, else deterministic from the seed.
+  std::map<std::string, NDArray, std::less<>> args, aux;
+  std::set<std::string> from_file;
+  if (!o.params.empty()) {
+    LoadedArrays loaded = load_arrays(o.params);
+    for (size_t i = 0; i < loaded.names.size(); ++i) {
+      auto [kind, name] = split_param_name(loaded.names[i]);
+      if (g->find_variable(name) < 0) continue;
+      (kind == "aux" ? aux : args)[name] = loaded.arrays[i];
+      from_file.insert(name);
+    }
+    std::printf("params %s: %zu arrays used\n", o.params.c_str(), from_file.size());
+  }
+  const std::vector<uint32_t> labels = graph::label_variables(*g);
+  if (o.train) bo.default_grad_req = GradReq::kWrite;
+  for (uint32_t nid : labels) bo.grad_req[g->nodes[nid].name] = GradReq::kNull;
+  for (const auto& [name, s] : bo.inputs.shapes) bo.grad_req[name] = GradReq::kNull;
+
+  auto exec = graph::Executor::bind(g, bo, args, aux);
+
+  // Fill what the file did not give: inputs (uniform in [-1, 1)), weights and statistics.
+  for (uint32_t nid : g->variable_nodes()) {
+    const std::string& name = g->nodes[nid].name;
+    if (from_file.count(name)) continue;
+    const bool is_aux = std::find(exec->aux_names().begin(), exec->aux_names().end(), name) != exec->aux_names().end();
+    NDArray dst = is_aux ? exec->aux(name) : exec->arg(name);
+    if (std::binary_search(labels.begin(), labels.end(), nid)) continue;  // zeros
+    if (auto it = given.find(name); it != given.end()) {
+      it->second.copy_to(dst);
+      continue;
+    }
+    const bool is_input = bo.inputs.shapes.count(name) > 0;
+    WEFT_CHECK(o.params.empty() || is_input)
+        << "--params " << o.params << " has no array for '" << name << "' (expected arg:" << name << " or aux:"
+        << name << ")";
+    init_variable(name, is_input, dst);
+  }
+
+  std::printf("outputs:");
+  const auto out_shapes = exec->output_shapes();
+  const auto out_names = g->list_outputs();
+  for (size_t h = 0; h < out_shapes.size(); ++h) {
+    std::printf("%s %s %s", h ? "," : "", out_names[h].c_str(), out_shapes[h].to_string().c_str());
+    if (h >= 8 && out_shapes.size() > 10) {
+      std::printf(", ... (%zu heads)", out_shapes.size());
+      break;
+    }
+  }
+  std::printf("\n");
+  const auto& plan = exec->memory_plan().plan;
+  std::printf("memory plan: arena %.2f MiB, lower bound %.2f MiB, no reuse %.2f MiB (arena/lower bound %.3f)%s\n",
+              plan.arena_bytes / 1048576.0, plan.lower_bound / 1048576.0, plan.no_reuse / 1048576.0, plan.ratio(),
+              o.train ? ", forward + backward" : "");
+
+  auto run_once = [&] {
+    exec->forward(o.train);
+    if (o.train) exec->backward();
+    for (const NDArray& out : exec->outputs()) out.wait_to_read();
+    waitall();
+  };
+  for (int i = 0; i < o.warmup; ++i) run_once();
+  const auto warm_times = exec->op_times();
+  if (!o.profile.empty()) {
+    Profiler::global().clear();
+    Profiler::global().start();
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < o.iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run_once();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!o.quiet) progress(i + 1, o.iters);
+  }
+  if (!o.profile.empty()) {
+    Profiler::global().stop();
+    Profiler::global().write_chrome_trace(o.profile);
+    std::printf("profile: %s\n", o.profile.c_str());
+  }
+  if (!ms.empty()) {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const double p90 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(std::ceil(0.9 * sorted.size())) - 1)];
+    const int64_t batch = out_shapes.empty() || out_shapes[0].ndim() < 1 ? 1 : out_shapes[0][0];
+    std::printf("latency: median %.3f ms, p90 %.3f ms over %d iterations (%d warm-up); throughput %.1f samples/s\n",
+                median, p90, o.iters, o.warmup, batch * 1000.0 / median);
+    // Top operators by time over the timed iterations.
+    auto times = exec->op_times();
+    std::map<std::string, graph::OpTime> warm;
+    for (const auto& t : warm_times) warm[t.op] = t;
+    double total = 0;
+    for (auto& t : times) {
+      t.total_ms -= warm[t.op].total_ms;
+      t.calls -= warm[t.op].calls;
+      total += t.total_ms;
+    }
+    std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+    std::printf("top operators (kernel time per iteration):\n");
+    for (size_t i = 0; i < times.size() && i < 8; ++i) {
+      if (times[i].calls == 0) continue;
+      std::printf("  %-24s %9.3f ms  %5.1f%%  %lld calls\n", times[i].op.c_str(), times[i].total_ms / o.iters,
+                  total > 0 ? 100.0 * times[i].total_ms / total : 0.0, static_cast<long long>(times[i].calls / o.iters));
+    }
+    std::printf("replay median_ms=%.3f p90_ms=%.3f\n", median, p90);
+  }
+
+  if (!o.save_params.empty()) {
+    std::vector<std::pair<std::string, NDArray>> out;
+    for (const std::string& name : exec->arg_names()) {
+      if (bo.inputs.shapes.count(name)) continue;
+      const int64_t nid = g->find_variable(name);
+      if (std::binary_search(labels.begin(), labels.end(), static_cast<uint32_t>(nid))) continue;
+      out.push_back({"arg:" + name, exec->arg(name)});
+    }
+    for (const std::string& name : exec->aux_names()) out.push_back({"aux:" + name, exec->aux(name)});
+    save_arrays(o.save_params, out);
+    std::printf("saved %zu parameter arrays to %s\n", out.size(), o.save_params.c_str());
+  }
+  if (!o.save_outputs.empty()) {
+    std::filesystem::create_directories(o.save_outputs);
+    for (size_t h = 0; h < exec->outputs().size(); ++h) {
+      save_npy_array((std::filesystem::path(o.save_outputs) / (std::to_string(h) + ".npy")).string(),
+                     exec->outputs()[h]);
+    }
+    std::printf("saved %zu outputs to %s\n", exec->outputs().size(), o.save_outputs.c_str());
+  }
+  if (!o.compare.empty()) {
+    const CompareResult c = compare_outputs(exec->outputs(), o.compare, o.rtol, o.atol);
+    std::printf("%s\n", c.message.c_str());
+    if (!c.ok) return 3;
+  }
+  return 0;
+}
+
+}  // namespace
 
 Command add_replay_command(CLI::App& app) {
+  auto o = std::make_shared<ReplayOptions>();
   Command c;
-  c.app = app.add_subcommand("replay", "(not implemented yet)");
-  c.run = [] { return 2; };
+  c.app = app.add_subcommand("replay", "Load an MXNet graph JSON, bind it and run it; report latency and the plan");
+  CLI::App* a = c.app;
+  a->add_option("graph", o->graph, "MXNet symbol JSON file")->required();
+  a->add_option("--params", o->params, "MXNet .params file with arg:/aux: arrays");
+  a->add_option("--input", o->inputs, "NAME=SHAPE (1x3x224x224) or NAME=FILE.npy; repeatable");
+  a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)");
+  a->add_option("--device", o->device, "cpu or cuda:N");
+  a->add_option("--warmup", o->warmup, "Untimed iterations first");
+  a->add_option("--iters", o->iters, "Timed iterations");
+  a->add_flag("--train", o->train, "Training mode: forward(is_train) and backward");
+  a->add_option("--profile", o->profile, "Write a Chrome trace of the timed iterations");
+  a->add_option("--save-outputs", o->save_outputs, "Write head k as DIR/k.npy");
+  a->add_option("--save-params", o->save_params, "Write the weights used as an MXNet .params file");
+  a->add_option("--compare", o->compare, "Compare the heads with DIR/k.npy; exit 3 when they differ");
+  a->add_option("--rtol", o->rtol, "Relative tolerance of --compare");
+  a->add_option("--atol", o->atol, "Absolute tolerance of --compare");
+  a->add_option("--seed", o->seed, "Seed of the weight and input initialisation");
+  a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
+  a->add_flag("--quiet", o->quiet, "No progress bar");
+  c.run = [o] { return run_replay(*o); };
   return c;
 }
 
