@@ -372,10 +372,11 @@ dnnl::primitive_attr user_scratchpad_attr();
 /// Whether the oneDNN path handles this geometry (non-empty tensors).
 bool dnnl_conv_supported(const ConvGeom& g);
 /// Workspace bytes of the forward (backward = false) or backward primitives; 0 when unsupported.
-size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward);
+size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, bool relu = false);
+/// With `relu`, the output is max(0, conv) (a post-op of the same primitive).
 void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
                        const TensorView& w, int w_index, const TensorView* bias,
-                       const TensorView& y);
+                       const TensorView& y, bool relu = false);
 void dnnl_conv_backward_data(const ConvGeom& g, const OpContext& ctx, const TensorView& dy,
                              const TensorView& w, int w_index, const TensorView& dx);
 /// Weight (and bias, when db is given) gradients.
