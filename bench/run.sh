@@ -6,14 +6,17 @@
 #
 # Suites: engine (weft_engine_bench: the engine against oneTBB's flow graph), memory
 # (weft_memory_bench through bench/memory/run_memory.sh: the allocators against malloc and
-# oneTBB's scalable_malloc). A new suite adds one arm to each of the two case statements below.
+# oneTBB's scalable_malloc), ops (weft_ops_bench: operators against libtorch), planner
+# (weft_planner_bench: memory plans of every model in ../shared/models against MXNet-style block
+# sharing), replay (bench/replay/run.sh: `weft replay` against PyTorch running the same graph with
+# the same weights). A new suite adds one arm to each of the two case statements below.
 #
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops"
+suites="engine memory ops planner replay"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -40,6 +43,17 @@ case "${suite}" in
       echo "bench ops: installing the peer (libtorch-dev, libopenblas0-pthread)" >&2
       sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
       $sudo apt-get install -y -qq libtorch-dev libopenblas0-pthread >&2
+    fi
+    ;;
+  planner)
+    target=weft_planner_bench
+    ;;
+  replay)
+    target=weft_cli
+    if ! python3 -c "import torch, numpy" 2>/dev/null; then
+      echo "bench replay: installing the peer (python3-torch)" >&2
+      sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+      $sudo apt-get install -y -qq python3-torch >&2
     fi
     ;;
   -h|--help)
@@ -102,5 +116,11 @@ case "${suite}" in
     ;;
   ops)
     exec "${build}/bench/ops/weft_ops_bench" "$@"
+    ;;
+  planner)
+    exec "${build}/bench/planner/weft_planner_bench" "$@"
+    ;;
+  replay)
+    WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/replay/run.sh" "$@"
     ;;
 esac

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,28 +39,35 @@ struct SymNode {
 // Note [Iterative symbol teardown]
 // A symbol owns its graph through shared_ptrs from each node to its inputs, so destroying the
 // last reference to a deep graph (an LSTM unrolled over thousands of steps) would recurse once
-// per node and could overflow the stack. Instead, a dying node moves the inputs that it alone
-// owns into a local worklist and releases them one at a time; each of those then has no inputs
-// left when its own destructor runs. use_count() == 1 is exact here: there are no weak
-// references, so no other thread can gain a reference to a node it sees as uniquely owned.
+// per node and could overflow the stack. Instead, a dying node takes its inputs out, drops the
+// references it shares with others, and moves the ones it alone holds into a worklist that is
+// released one node at a time; each of those has no inputs left when its destructor runs.
+// References are dropped one by one so that a node used twice (elemwise_add(x, x)) is seen as
+// uniquely held at its second reference. use_count() == 1 is exact: there are no weak
+// references, so no other thread can gain a reference to a node held only here.
 SymNode::~SymNode() {
   std::vector<std::shared_ptr<const SymNode>> pending;
-  auto take_unique = [&pending](SymNode& n) {
-    for (Symbol::Entry& e : n.inputs) {
-      if (e.node && e.node.use_count() == 1) pending.push_back(std::move(e.node));
-    }
-    for (auto& c : n.control_deps) {
-      if (c && c.use_count() == 1) pending.push_back(std::move(c));
-    }
+  auto take_inputs = [&pending](SymNode& n) {
+    std::vector<std::shared_ptr<const SymNode>> children;
+    children.reserve(n.inputs.size() + n.control_deps.size());
+    for (Symbol::Entry& e : n.inputs) children.push_back(std::move(e.node));
+    for (auto& c : n.control_deps) children.push_back(std::move(c));
     n.inputs.clear();
     n.control_deps.clear();
+    for (auto& c : children) {
+      if (c.use_count() == 1) {
+        pending.push_back(std::move(c));
+      } else {
+        c.reset();
+      }
+    }
   };
-  take_unique(*this);
+  take_inputs(*this);
   while (!pending.empty()) {
     std::shared_ptr<const SymNode> node = std::move(pending.back());
     pending.pop_back();
-    // Sole owner of a node created non-const (make_shared<SymNode>), so mutating it is sound.
-    take_unique(const_cast<SymNode&>(*node));
+    // The sole owner of a node made non-const (make_shared<SymNode>), so changing it is sound.
+    take_inputs(const_cast<SymNode&>(*node));
   }
 }
 
@@ -208,8 +214,8 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
     const bool given = i < inputs.size() && !inputs[i].empty();
     if (given) {
       WEFT_CHECK(inputs[i].num_outputs() == 1)
-          << where << ": input " << i << (i < arg_names.size() ? " ('" + arg_names[i] + "')" : std::string())
-          << " has " << inputs[i].num_outputs() << " outputs; pick one with operator[]";
+          << where << ": input " << i << (i < arg_names.size() ? " ('" + arg_names[i] + "')" : std::string()) << " has "
+          << inputs[i].num_outputs() << " outputs; pick one with operator[]";
       node->inputs.push_back(inputs[i].outputs_[0]);
       continue;
     }
@@ -217,6 +223,17 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
     // MXNet before 1.4 also copied the op's params onto the variables it created (OPS.md §1.4);
     // every reader has to ignore them, so they are not copied here.
     node->inputs.push_back(make_variable_entry(name + "_" + arg_names[i], {}));
+  }
+
+  // nnvm counts mutations of a variable in the entry's version, and MXNet's symbol API writes 1
+  // on the moving mean and var of each BatchNorm it composes (OPS.md §1.2); so does weft, so
+  // its files read like MXNet's. Wiring ignores versions.
+  if (const auto& mutate = op.attr<FMutateInputs>()) {
+    for (int i : mutate(*node->op_attrs)) {
+      if (i >= 0 && static_cast<size_t>(i) < node->inputs.size() && node->inputs[i].node->is_variable()) {
+        node->inputs[i].version = 1;
+      }
+    }
   }
 
   std::vector<Entry> outs;
@@ -274,8 +291,8 @@ Symbol Symbol::load(const std::filesystem::path& path) { return from_graph(load_
 // ---- access ------------------------------------------------------------------------------------
 
 Symbol Symbol::operator[](size_t i) const {
-  WEFT_CHECK(i < outputs_.size()) << "Symbol: output " << i << " is out of range; the symbol has "
-                                  << outputs_.size() << " outputs";
+  WEFT_CHECK(i < outputs_.size()) << "Symbol: output " << i << " is out of range; the symbol has " << outputs_.size()
+                                  << " outputs";
   return Symbol({outputs_[i]});
 }
 
@@ -287,8 +304,8 @@ Symbol Symbol::operator[](std::string_view output_name) const {
     WEFT_CHECK(found == names.size()) << "Symbol: more than one output is called '" << output_name << "'";
     found = i;
   }
-  WEFT_CHECK(found < names.size()) << "Symbol: no output is called '" << output_name << "' (outputs: "
-                                   << join(names) << ")";
+  WEFT_CHECK(found < names.size()) << "Symbol: no output is called '" << output_name << "' (outputs: " << join(names)
+                                   << ")";
   return Symbol({outputs_[found]});
 }
 
@@ -303,9 +320,9 @@ const std::string& Symbol::name() const { return single_node("name").name; }
 bool Symbol::is_variable() const { return outputs_.size() == 1 && outputs_[0].node->is_variable(); }
 
 const std::string& Symbol::op_name() const {
-  static const std::string kNull = "null";
+  static const std::string null_op = "null";
   const SymNode& n = single_node("op_name");
-  if (!n.op) return kNull;
+  if (!n.op) return null_op;
   return n.op_name.empty() ? n.op->name() : n.op_name;
 }
 
@@ -420,6 +437,7 @@ InferredShapes Symbol::infer_shape(const InferInputs& inputs, bool require_compl
 
 // ---- sym:: builders ----------------------------------------------------------------------------
 
+// NOLINTBEGIN(readability-identifier-naming): the builders carry MXNet's op names.
 namespace sym {
 namespace {
 
@@ -545,9 +563,7 @@ Symbol transpose(const Symbol& data, std::string name, const Shape& axes) {
 Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num_layers, std::string mode,
            const Symbol& parameters, const Symbol& state, const Symbol& state_cell, bool bidirectional, double p,
            bool state_outputs) {
-  AttrMap a{{"state_size", std::to_string(state_size)},
-            {"num_layers", std::to_string(num_layers)},
-            {"mode", mode}};
+  AttrMap a{{"state_size", std::to_string(state_size)}, {"num_layers", std::to_string(num_layers)}, {"mode", mode}};
   if (bidirectional) a["bidirectional"] = bool_attr(true);
   if (p != 0) a["p"] = format_float_attr(p);
   if (state_outputs) a["state_outputs"] = bool_attr(true);
@@ -560,4 +576,5 @@ Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num
 }
 
 }  // namespace sym
+// NOLINTEND(readability-identifier-naming)
 }  // namespace weft::graph

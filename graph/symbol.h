@@ -154,6 +154,7 @@ class NameScope {
 /// (`data, name, params...`). Only parameters that differ from the op's default are written, as
 /// MXNet writes only what the caller passed. An empty name asks NameScope for one. An empty
 /// Shape ({}: unknown rank) means "not given". `extra` adds further attributes verbatim.
+// NOLINTBEGIN(readability-identifier-naming): the builders carry MXNet's op names.
 namespace sym {
 
 Symbol Variable(std::string name, AttrMap attrs = {});
@@ -168,8 +169,8 @@ Symbol FullyConnected(const Symbol& data, std::string name, int64_t num_hidden, 
 Symbol Activation(const Symbol& data, std::string name, std::string act_type);
 /// MXNet defaults: fix_gamma true, eps 1e-3, momentum 0.9. Gamma, beta and the moving mean and
 /// var are created as `<name>_gamma`... (the last two are auxiliary states).
-Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma = true, double eps = 1e-3,
-                 double momentum = 0.9, AttrMap extra = {});
+Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma = true, double eps = 1e-3, double momentum = 0.9,
+                 AttrMap extra = {});
 /// pool_type: max, avg, sum; pooling_convention: valid, full.
 Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel, std::string pool_type = "max",
                const Shape& stride = {}, const Shape& pad = {}, bool global_pool = false,
@@ -191,8 +192,7 @@ Symbol Concat(const std::vector<Symbol>& inputs, std::string name = "", int dim 
 Symbol Embedding(const Symbol& data, std::string name, int64_t input_dim, int64_t output_dim,
                  const Symbol& weight = {});
 /// num_outputs equal parts along `axis`; index the result for each part.
-Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis = 1,
-                    bool squeeze_axis = false);
+Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis = 1, bool squeeze_axis = false);
 /// `shape` may use Reshape's special values (0, -1, -2, -3, -4).
 Symbol Reshape(const Symbol& data, std::string name, const Shape& shape, bool reverse = false);
 Symbol transpose(const Symbol& data, std::string name, const Shape& axes);
@@ -203,4 +203,5 @@ Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num
            bool bidirectional = false, double p = 0, bool state_outputs = false);
 
 }  // namespace sym
+// NOLINTEND(readability-identifier-naming)
 }  // namespace weft::graph

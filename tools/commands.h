@@ -14,5 +14,6 @@ struct Command {
 Command add_info_command(CLI::App& app);    // tools/cmd_info.cc
 Command add_plan_command(CLI::App& app);    // tools/cmd_plan.cc
 Command add_replay_command(CLI::App& app);  // tools/cmd_replay.cc
+Command add_model_command(CLI::App& app);   // tools/cmd_model.cc
 
 }  // namespace weft::tools

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   commands.push_back(weft::tools::add_info_command(app));
   commands.push_back(weft::tools::add_plan_command(app));
   commands.push_back(weft::tools::add_replay_command(app));
+  commands.push_back(weft::tools::add_model_command(app));
 
   CLI11_PARSE(app, argc, argv);
   try {
