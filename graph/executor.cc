@@ -259,14 +259,6 @@ class ExecutorImpl final : public Executor {
     for (const auto& [name, arr] : user_arrays_) {
       if (!in.shapes.count(name)) in.fixed_shapes[name] = arr.shape();
     }
-    for (uint32_t nid = 0; nid < var_arrays_.size(); ++nid) {
-      // Keep arrays bound earlier (a reshape) unless the caller names the variable again.
-      const std::string& name = g.nodes[nid].name;
-      if (!var_arrays_[nid].is_none() && !in.shapes.count(name) && !in.fixed_shapes.count(name) &&
-          !is_input_variable(nid)) {
-        in.fixed_shapes[name] = var_arrays_[nid].shape();
-      }
-    }
     if (has_backward_) {
       // Head gradients have their heads' shapes: infer the forward graph first.
       InferResult f = infer_shapes_types(*forward_graph_, in, true);
@@ -354,10 +346,6 @@ class ExecutorImpl final : public Executor {
     }
     build_runs();
     return reused;
-  }
-
-  bool is_input_variable(uint32_t nid) const {
-    return inputs_.shapes.count(exec_.nodes[nid].name) > 0 || (has_backward_ && nid >= num_forward_nodes_);
   }
 
   void release_vars() {

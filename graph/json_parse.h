@@ -4,17 +4,28 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
+#include "base/error.h"
 #include "graph/graph.h"
+
+/// A check of the file being read: throws ValueError with the streamed message alone (the message
+/// says what is wrong with the input; WEFT_CHECK's condition text would only add noise for users).
+#define WEFT_INPUT_CHECK(cond)         \
+  if (__builtin_expect(!!(cond), 1)) { \
+  } else                               \
+    WEFT_THROW(ValueError)
 
 namespace weft::graph::detail {
 
 using Json = nlohmann::json;
+
+/// The MXNet version whose semantics loaded graphs have after the legacy upgrades, and which
+/// save_json writes for graphs that carry none (1.9.1, the last 1.x release).
+inline constexpr int kCurrentMxnetVersion = 10901;
 
 /// Graph JSON nests five levels deep (list_shape attributes); anything past this is not a graph.
 /// The limit also bounds the recursion of every walk over a parsed value.

@@ -1,0 +1,201 @@
+// Memory planning of a graph: the op nodes' outputs and workspaces as buffers with lifetimes in
+// node order, in-place sharing where the op allows it, placed by plan_buffers (plan_buffers.cc).
+#include "graph/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace weft::graph {
+namespace {
+
+std::string node_label(const Graph& g, uint32_t nid) {
+  const Node& n = g.nodes[nid];
+  std::string s = "node " + std::to_string(nid) + " ('" + n.name + "'";
+  if (n.op) s += ", op " + n.op->name();
+  return s + ")";
+}
+
+size_t entry_size(const Graph& g, const InferResult& inferred, uint32_t eid) {
+  const Shape& shape = inferred.shapes[eid];
+  const DType dtype = inferred.dtypes[eid];
+  if (!shape.known() || dtype == DType::kUnknown) {
+    const NodeEntry e = g.entry_of(eid);
+    WEFT_THROW(ShapeError) << "memory plan: output " << e.index << " of " << node_label(g, e.node) << " has "
+                           << (shape.known() ? "an unknown dtype" : "shape " + shape.to_string())
+                           << "; planning needs complete shape and type inference";
+  }
+  size_t bytes = dtype_size(dtype);
+  for (int64_t d : shape) {
+    WEFT_CHECK_AS(ShapeError, !__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes))
+        << "memory plan: output " << g.entry_of(eid).index << " of " << node_label(g, g.entry_of(eid).node)
+        << " has shape " << shape << ", too large to address";
+  }
+  return bytes;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const GraphPlanOptions& options) {
+  const Graph& g = graph;
+  const uint32_t num_entries = g.num_entries();
+  WEFT_CHECK_AS(ShapeError, inferred.shapes.size() == num_entries && inferred.dtypes.size() == num_entries)
+      << "memory plan: inference results cover " << inferred.shapes.size() << " shapes and "
+      << inferred.dtypes.size() << " dtypes, the graph has " << num_entries << " entries";
+
+  MemoryPlan mp;
+  mp.entry_offset.assign(num_entries, -1);
+  mp.entry_bytes.assign(num_entries, 0);
+  mp.entry_inplace_of.assign(num_entries, -1);
+  mp.entry_buffer.assign(num_entries, -1);
+  mp.workspace_offset.assign(g.nodes.size(), -1);
+  mp.workspace_bytes.assign(g.nodes.size(), 0);
+  mp.workspace_buffer.assign(g.nodes.size(), -1);
+
+  // What the arena holds: op outputs that are neither heads nor external.
+  std::vector<bool> planned(num_entries, false);
+  for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+    if (g.nodes[nid].is_variable()) continue;
+    for (int o = 0; o < g.nodes[nid].num_outputs(); ++o) planned[g.entry_id(nid, o)] = true;
+  }
+  for (const NodeEntry& h : g.heads) planned[g.entry_id(h)] = false;
+  for (uint32_t eid : options.external) {
+    WEFT_CHECK(eid < num_entries) << "memory plan: external entry " << eid << " out of range (" << num_entries
+                                  << " entries)";
+    planned[eid] = false;
+  }
+
+  // Lifetimes: written at the producer's step, alive until the last reader's step.
+  std::vector<uint32_t> last_read(num_entries, 0);
+  for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+    for (const NodeEntry& in : g.nodes[nid].inputs) {
+      const uint32_t eid = g.entry_id(in);
+      last_read[eid] = std::max(last_read[eid], nid);
+    }
+  }
+
+  std::vector<size_t> in_bytes;
+  std::vector<Shape> in_shapes, out_shapes;
+  for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+    const Node& n = g.nodes[nid];
+    if (n.is_variable()) continue;
+    const int num_out = n.num_outputs();
+    // Outputs.
+    for (int o = 0; o < num_out; ++o) {
+      const uint32_t eid = g.entry_id(nid, o);
+      if (!planned[eid]) continue;
+      PlanBuffer b;
+      b.bytes = entry_size(g, inferred, eid);
+      b.first = nid;
+      b.last = std::max(last_read[eid], nid);
+      mp.entry_bytes[eid] = b.bytes;
+      mp.entry_buffer[eid] = static_cast<int32_t>(mp.buffers.size());
+      mp.buffers.push_back(b);
+    }
+    // In-place requests (FInplaceOption pairs): the input must be an arena entry this node reads
+    // once and for the last time, of the output's size; mutated inputs keep their memory. Each
+    // input and each output is paired at most once.
+    if (const auto& option = n.op->attr<FInplaceOption>()) {
+      std::vector<int> mutated;
+      if (const auto& fm = n.op->attr<FMutateInputs>()) mutated = fm(*n.op_attrs);
+      std::vector<uint32_t> used_inputs;
+      for (const auto& [i, o] : option(*n.op_attrs)) {
+        if (i < 0 || i >= static_cast<int>(n.inputs.size()) || o < 0 || o >= num_out) continue;
+        const uint32_t in_eid = g.entry_id(n.inputs[i]);
+        const uint32_t out_eid = g.entry_id(nid, o);
+        if (!planned[in_eid] || !planned[out_eid] || last_read[in_eid] != nid) continue;
+        if (std::find(mutated.begin(), mutated.end(), i) != mutated.end()) continue;
+        if (std::count(n.inputs.begin(), n.inputs.end(), n.inputs[i]) != 1) continue;
+        if (std::find(used_inputs.begin(), used_inputs.end(), in_eid) != used_inputs.end()) continue;
+        PlanBuffer& out = mp.buffers[mp.entry_buffer[out_eid]];
+        if (out.inplace_from >= 0 || mp.entry_bytes[in_eid] != out.bytes) continue;
+        out.inplace_from = mp.entry_buffer[in_eid];
+        used_inputs.push_back(in_eid);
+      }
+    }
+    // Workspace, alive during this step only.
+    if (const auto& request = n.op->attr<FResourceRequest>()) {
+      in_shapes.clear();
+      out_shapes.clear();
+      for (const NodeEntry& in : n.inputs) in_shapes.push_back(inferred.shapes[g.entry_id(in)]);
+      for (int o = 0; o < num_out; ++o) out_shapes.push_back(inferred.shapes[g.entry_id(nid, o)]);
+      size_t bytes = 0;
+      for (const ResourceRequest& r : request(*n.op_attrs, in_shapes, out_shapes)) {
+        if (r.kind == ResourceRequest::Kind::kWorkspace) bytes += r.bytes;
+      }
+      if (bytes > 0) {
+        PlanBuffer b;
+        b.bytes = bytes;
+        b.first = b.last = nid;
+        mp.workspace_bytes[nid] = bytes;
+        mp.workspace_buffer[nid] = static_cast<int32_t>(mp.buffers.size());
+        mp.buffers.push_back(b);
+      }
+    }
+  }
+
+  mp.plan = options.baseline ? plan_buffers_block_sharing(mp.buffers, options.plan)
+                             : plan_buffers(mp.buffers, options.plan);
+
+  std::vector<int64_t> entry_of_buffer(mp.buffers.size(), -1);
+  for (uint32_t eid = 0; eid < num_entries; ++eid) {
+    const int32_t b = mp.entry_buffer[eid];
+    if (b < 0) continue;
+    entry_of_buffer[b] = eid;
+    mp.entry_offset[eid] = static_cast<int64_t>(mp.plan.offsets[b]);
+  }
+  for (uint32_t eid = 0; eid < num_entries; ++eid) {
+    const int32_t b = mp.entry_buffer[eid];
+    if (b >= 0 && mp.plan.inplace[b]) mp.entry_inplace_of[eid] = entry_of_buffer[mp.buffers[b].inplace_from];
+  }
+  for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+    const int32_t b = mp.workspace_buffer[nid];
+    if (b >= 0) mp.workspace_offset[nid] = static_cast<int64_t>(mp.plan.offsets[b]);
+  }
+  return mp;
+}
+
+std::string describe_plan(const Graph& graph, const MemoryPlan& plan) {
+  const Graph& g = graph;
+  const size_t nbuf = plan.buffers.size();
+  std::vector<std::string> what(nbuf);
+  size_t entries = 0, workspaces = 0, inplace = 0;
+  for (uint32_t eid = 0; eid < plan.entry_buffer.size(); ++eid) {
+    const int32_t b = plan.entry_buffer[eid];
+    if (b < 0 || static_cast<size_t>(b) >= nbuf) continue;
+    const NodeEntry e = g.entry_of(eid);
+    what[b] = "#" + std::to_string(eid) + " " + g.nodes[e.node].name;
+    if (g.nodes[e.node].num_outputs() > 1) what[b] += ":" + std::to_string(e.index);
+    if (plan.entry_inplace_of[eid] >= 0) {
+      what[b] += " (in place of #" + std::to_string(plan.entry_inplace_of[eid]) + ")";
+      ++inplace;
+    }
+    ++entries;
+  }
+  for (uint32_t nid = 0; nid < plan.workspace_buffer.size(); ++nid) {
+    const int32_t b = plan.workspace_buffer[nid];
+    if (b < 0 || static_cast<size_t>(b) >= nbuf) continue;
+    what[b] = "workspace of " + g.nodes[nid].name;
+    ++workspaces;
+  }
+
+  std::ostringstream os;
+  os << "memory plan: " << nbuf << " buffers (" << entries << " entries, " << workspaces << " workspaces), "
+     << inplace << " in place\n";
+  os << "  buffer      offset        bytes  steps        what\n";
+  char line[96];
+  for (size_t b = 0; b < nbuf; ++b) {
+    const PlanBuffer& buf = plan.buffers[b];
+    const size_t offset = b < plan.plan.offsets.size() ? plan.plan.offsets[b] : 0;
+    std::snprintf(line, sizeof line, "  %6zu %11zu %12zu  %5u..%-5u  ", b, offset, buf.bytes, buf.first, buf.last);
+    os << line << what[b] << "\n";
+  }
+  std::snprintf(line, sizeof line, "%.4f", plan.plan.ratio());
+  os << "plan arena=" << plan.plan.arena_bytes << " lower_bound=" << plan.plan.lower_bound
+     << " no_reuse=" << plan.plan.no_reuse << " ratio=" << line << "\n";
+  return os.str();
+}
+
+}  // namespace weft::graph
