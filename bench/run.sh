@@ -50,7 +50,9 @@ case "${suite}" in
     ;;
   replay)
     target=weft_cli
-    if ! python3 -c "import torch, numpy" 2>/dev/null; then
+    # Debian's python3-torch lives in /usr/bin/python3's dist-packages (a python3 earlier on PATH,
+    # e.g. pyenv's, does not see it).
+    if ! /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
       echo "bench replay: installing the peer (python3-torch)" >&2
       sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
       $sudo apt-get install -y -qq python3-torch >&2
