@@ -6,6 +6,7 @@
 
 #include <list>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace weft::dnnl_util {
@@ -74,7 +75,13 @@ WeightCache& weight_cache() {
 }
 }  // namespace
 
-std::shared_ptr<void> cache_lookup(const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+std::shared_ptr<void> cache_lookup(const std::string& shared_key, const std::function<std::shared_ptr<void>()>& make) {
+  // One entry per thread: a primitive whose scratchpad the library manages keeps it inside the
+  // primitive, so two threads running the same primitive object at once would share it (a race
+  // seen when two kernels of one shape run concurrently). Worker threads are few and long-lived.
+  thread_local const std::string suffix =
+      "|t" + std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  const std::string key = shared_key + suffix;
   Cache& c = primitive_cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);

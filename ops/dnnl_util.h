@@ -32,8 +32,9 @@ dnnl::memory::desc plain_desc(const TensorView& v);
 dnnl::memory wrap(const TensorView& v);
 dnnl::memory wrap(const dnnl::memory::desc& desc, void* ptr);
 
-/// Process-wide cache of primitives (and anything else) keyed by a string built from the op, its
-/// params and shapes. Primitives are immutable and may run on several threads at once.
+/// Cache of primitives (and anything else) keyed by a string built from the op, its params and
+/// shapes, one entry per calling thread: primitives with a library-managed scratchpad must not run
+/// on two threads at once.
 /// Returns the cached value, building it with `make` on a miss. Thread-safe.
 std::shared_ptr<void> cache_lookup(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
 

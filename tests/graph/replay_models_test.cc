@@ -71,6 +71,8 @@ TEST_P(ModelReplay, ExecutorEqualsImperativeAtBatch1) {
     for (int o = 0; o < n.num_outputs(); ++o) values[g->entry_id(nid, o)] = out[o];
   }
 
+  // No wait here: the reference's kernels and the executor's run concurrently on purpose (this
+  // found primitives shared across threads).
   for (bool fuse : {false, true}) {
     BindOptions bo;
     bo.inputs = inputs;
@@ -80,6 +82,7 @@ TEST_P(ModelReplay, ExecutorEqualsImperativeAtBatch1) {
     ASSERT_EQ(ex->outputs().size(), g->heads.size());
     const auto& plan = ex->memory_plan().plan;
     EXPECT_LE(plan.arena_bytes, plan.no_reuse);
+    check_buffer_plan(ex->memory_plan().buffers, plan);
     for (size_t h = 0; h < g->heads.size(); ++h) {
       const NDArray& ref = values[g->entry_id(g->heads[h])];
       ASSERT_EQ(ex->outputs()[h].shape(), ref.shape()) << file << " head " << h;
