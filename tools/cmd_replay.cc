@@ -41,6 +41,7 @@ struct ReplayOptions {
   uint64_t seed = 0;
   bool no_fuse = false;
   bool quiet = false;
+  bool dump = false;
 };
 
 Device parse_device(const std::string& text) {
@@ -148,6 +149,9 @@ int run_replay(const ReplayOptions& o) {
     init_variable(name, is_input, dst);
   }
 
+  if (o.dump) {
+    std::printf("%s", graph::dump(exec->exec_graph(), &exec->inferred().shapes, &exec->inferred().dtypes).c_str());
+  }
   std::printf("outputs:");
   const auto out_shapes = exec->output_shapes();
   const auto out_names = g->list_outputs();
@@ -268,6 +272,7 @@ Command add_replay_command(CLI::App& app) {
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation");
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
+  a->add_flag("--dump", o->dump, "Print the graph that runs (after rewrites), with inferred shapes and types");
   c.run = [o] { return run_replay(*o); };
   return c;
 }
