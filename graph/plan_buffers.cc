@@ -1,16 +1,16 @@
-// The abstract memory planner behind plan_memory: offsets for buffers with lifetimes (dynamic
-// storage allocation), the lower bound it is measured against, MXNet-style block sharing as the
-// baseline, and the plan checker.
+// The abstract memory planner behind plan_memory: buffers with lifetimes and in-place requests
+// grouped into blocks for the offset search (plan_search.cc), the lower bound, MXNet-style block
+// sharing as the baseline, and the plan checker.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <numeric>
-#include <random>
 #include <vector>
 
 #include "base/error.h"
 #include "graph/plan.h"
+#include "graph/plan_search.h"
 
 namespace weft::graph {
 namespace {
@@ -112,231 +112,38 @@ Groups resolve_groups(const std::vector<PlanBuffer>& buffers, const PlanOptions&
   return groups_from_flags(buffers, inplace, options.alignment);
 }
 
-// The steps at which something is written or last read, sorted and unique: the planner only
-// needs the order of steps, and a graph numbers them by node id (sparse once variables are out).
-struct StepIndex {
+// The groups as blocks for the offset search: steps renumbered densely (the search only needs
+// their order, and a graph numbers them by node id, sparse once variables are left out).
+detail::Blocks to_blocks(const Groups& g) {
   std::vector<uint32_t> steps;
-  uint32_t operator()(uint32_t step) const {
+  steps.reserve(2 * g.num_groups());
+  steps.insert(steps.end(), g.glo.begin(), g.glo.end());
+  steps.insert(steps.end(), g.ghi.begin(), g.ghi.end());
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  auto index = [&](uint32_t step) {
     return static_cast<uint32_t>(std::lower_bound(steps.begin(), steps.end(), step) - steps.begin());
-  }
-};
-
-StepIndex compress_steps(const Groups& g) {
-  StepIndex s;
-  s.steps.reserve(2 * g.num_groups());
-  s.steps.insert(s.steps.end(), g.glo.begin(), g.glo.end());
-  s.steps.insert(s.steps.end(), g.ghi.begin(), g.ghi.end());
-  std::sort(s.steps.begin(), s.steps.end());
-  s.steps.erase(std::unique(s.steps.begin(), s.steps.end()), s.steps.end());
-  return s;
-}
-
-// Live bytes at each compressed step (groups, so in-place pairs count once).
-std::vector<size_t> live_profile(const Groups& g, const StepIndex& index) {
-  std::vector<int64_t> delta(index.steps.size() + 1, 0);
+  };
+  detail::Blocks blocks;
+  blocks.size = g.gsize;
+  blocks.lo.resize(g.num_groups());
+  blocks.hi.resize(g.num_groups());
   for (size_t k = 0; k < g.num_groups(); ++k) {
-    delta[index(g.glo[k])] += static_cast<int64_t>(g.gsize[k]);
-    delta[index(g.ghi[k]) + 1] -= static_cast<int64_t>(g.gsize[k]);
+    blocks.lo[k] = index(g.glo[k]);
+    blocks.hi[k] = index(g.ghi[k]);
   }
-  std::vector<size_t> live(index.steps.size());
-  int64_t sum = 0;
-  for (size_t t = 0; t < live.size(); ++t) {
-    sum += delta[t];
-    live[t] = static_cast<size_t>(sum);
-  }
-  return live;
+  blocks.num_steps = static_cast<uint32_t>(steps.size());
+  return blocks;
 }
 
 size_t sum_sizes(const Groups& g) { return std::accumulate(g.size.begin(), g.size.end(), size_t{0}); }
 
-// ---- weft's planner ---------------------------------------------------------------------------
-//
-// Note [Offset assignment]
-// Placing blocks with fixed lifetimes at offsets so that blocks alive at the same time do not
-// overlap, in the least total space, is dynamic storage allocation (NP-hard). The peak of live
-// bytes over the steps is a lower bound. Greedy placement gets close when the order is right:
-// each block goes into the best-fitting gap left by the blocks already placed that are alive at
-// the same time (or on top of them). Which order is right depends on the graph (by size suits
-// inference chains; training graphs, where activations live from the forward pass to their use
-// in the backward pass, prefer long lifetimes first or the blocks alive at the peak first), so
-// several orders and two fit rules are tried and the smallest arena kept. Then a local search
-// repeatedly moves a block that reaches the top of the arena earlier in the order and keeps the
-// new order when the arena does not grow: the blocks that set the arena size get first choice.
-// Every step is deterministic (fixed seeds, counted iterations).
-
-struct Placed {
-  size_t offset;
-  size_t end;
-  uint32_t lo;
-  uint32_t hi;
-};
-
-enum class Fit { kBest, kFirst };
-
-// Places the groups in `order`; returns the arena size. `offsets` gets one offset per group.
-size_t place_greedy(const Groups& g, const std::vector<int32_t>& order, Fit fit, std::vector<size_t>& offsets,
-                    std::vector<Placed>& placed) {
-  offsets.assign(g.num_groups(), 0);
-  placed.clear();
-  size_t arena = 0;
-  for (int32_t k : order) {
-    const size_t size = g.gsize[k];
-    if (size == 0) continue;  // takes no space: offset 0
-    const uint32_t lo = g.glo[k], hi = g.ghi[k];
-    size_t best = std::numeric_limits<size_t>::max();
-    size_t best_gap = std::numeric_limits<size_t>::max();
-    size_t top = 0;  // lowest address above every conflicting block seen so far
-    for (const Placed& p : placed) {
-      if (p.hi < lo || p.lo > hi) continue;
-      if (p.offset >= top + size) {
-        const size_t gap = p.offset - top;
-        if (gap < best_gap) {
-          best_gap = gap;
-          best = top;
-          if (fit == Fit::kFirst || gap == size) break;
-        }
-      }
-      top = std::max(top, p.end);
-    }
-    const size_t offset = best != std::numeric_limits<size_t>::max() ? best : top;
-    offsets[k] = offset;
-    const Placed entry{offset, offset + size, lo, hi};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
-                                   [](const Placed& a, const Placed& b) { return a.offset < b.offset; }),
-                  entry);
-    arena = std::max(arena, offset + size);
-  }
-  return arena;
-}
-
-// Maximum over each group's lifetime of the live bytes: how crowded the steps are that it spans.
-std::vector<size_t> crowding(const Groups& g, const StepIndex& index, const std::vector<size_t>& live) {
-  // Sparse table for range maxima.
-  const size_t t = live.size();
-  std::vector<std::vector<size_t>> table{live};
-  for (size_t w = 1; 2 * w <= t; w *= 2) {
-    const std::vector<size_t>& prev = table.back();
-    std::vector<size_t> next(t - 2 * w + 1);
-    for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
-    table.push_back(std::move(next));
-  }
-  std::vector<size_t> out(g.num_groups());
-  for (size_t k = 0; k < g.num_groups(); ++k) {
-    const size_t a = index(g.glo[k]), b = index(g.ghi[k]) + 1;
-    size_t level = 0;
-    while ((size_t{2} << level) <= b - a) ++level;
-    out[k] = std::max(table[level][a], table[level][b - (size_t{1} << level)]);
-  }
-  return out;
-}
-
-struct Candidate {
-  size_t arena = std::numeric_limits<size_t>::max();
-  std::vector<int32_t> order;
-  Fit fit = Fit::kBest;
-  std::vector<size_t> offsets;
-};
-
-// Work budget of the local search, in visits of placed blocks (the greedy's inner loop).
-constexpr double kSearchBudget = 4e8;
-constexpr int kMaxSearchIterations = 400;
-
-BufferPlan plan_groups(const std::vector<PlanBuffer>& buffers, const Groups& g, const PlanOptions& options) {
+// The figures every plan reports, and the in-place flags.
+BufferPlan plan_figures(const Groups& g) {
   BufferPlan plan;
   plan.inplace = g.inplace;
   plan.no_reuse = sum_sizes(g);
-  const size_t n = g.num_groups();
-  const StepIndex index = compress_steps(g);
-  const std::vector<size_t> live = live_profile(g, index);
-  plan.lower_bound = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
-
-  std::vector<size_t> group_offsets(n, 0);
-  if (n > 0 && plan.lower_bound > 0) {
-    const std::vector<size_t> crowd = crowding(g, index, live);
-    auto length = [&](int32_t k) { return static_cast<uint64_t>(index(g.ghi[k]) - index(g.glo[k])); };
-    std::vector<int32_t> base(n);
-    std::iota(base.begin(), base.end(), 0);
-    // Each order breaks ties by the others and finally by index, so it is total and deterministic.
-    auto sorted = [&](auto less) {
-      std::vector<int32_t> o = base;
-      std::stable_sort(o.begin(), o.end(), less);
-      return o;
-    };
-    std::vector<std::vector<int32_t>> orders;
-    orders.push_back(sorted([&](int32_t a, int32_t b) {  // size, then lifetime
-      if (g.gsize[a] != g.gsize[b]) return g.gsize[a] > g.gsize[b];
-      if (length(a) != length(b)) return length(a) > length(b);
-      return g.glo[a] < g.glo[b];
-    }));
-    orders.push_back(sorted([&](int32_t a, int32_t b) {  // crowding at the peak, then size
-      if (crowd[a] != crowd[b]) return crowd[a] > crowd[b];
-      if (g.gsize[a] != g.gsize[b]) return g.gsize[a] > g.gsize[b];
-      return length(a) > length(b);
-    }));
-    orders.push_back(sorted([&](int32_t a, int32_t b) {  // lifetime, then size
-      if (length(a) != length(b)) return length(a) > length(b);
-      return g.gsize[a] > g.gsize[b];
-    }));
-    orders.push_back(sorted([&](int32_t a, int32_t b) {  // area (bytes × steps)
-      const double area_a = static_cast<double>(g.gsize[a]) * static_cast<double>(length(a) + 1);
-      const double area_b = static_cast<double>(g.gsize[b]) * static_cast<double>(length(b) + 1);
-      if (area_a != area_b) return area_a > area_b;
-      return g.gsize[a] > g.gsize[b];
-    }));
-    orders.push_back(sorted([&](int32_t a, int32_t b) {  // first use: as an allocator would see them
-      if (g.glo[a] != g.glo[b]) return g.glo[a] < g.glo[b];
-      return g.gsize[a] > g.gsize[b];
-    }));
-
-    Candidate best;
-    std::vector<size_t> offsets;
-    std::vector<Placed> placed;
-    placed.reserve(n);
-    for (const auto& order : orders) {
-      for (Fit fit : {Fit::kBest, Fit::kFirst}) {
-        const size_t arena = place_greedy(g, order, fit, offsets, placed);
-        if (arena < best.arena) {
-          best.arena = arena;
-          best.order = order;
-          best.fit = fit;
-          best.offsets = offsets;
-        }
-        if (best.arena == plan.lower_bound) break;
-      }
-      if (best.arena == plan.lower_bound) break;
-    }
-
-    // Local search (Note [Offset assignment]): move a block that reaches the top earlier.
-    const double per_run = static_cast<double>(n) * static_cast<double>(n) / 2 + 1;
-    const int iterations = static_cast<int>(std::min<double>(kMaxSearchIterations, kSearchBudget / per_run));
-    std::mt19937 rng(0x5eed);
-    std::vector<int32_t> position(n);
-    std::vector<int32_t> trial;
-    for (int it = 0; it < iterations && best.arena > plan.lower_bound; ++it) {
-      std::vector<int32_t> top;
-      for (size_t k = 0; k < n; ++k) {
-        if (g.gsize[k] > 0 && best.offsets[k] + g.gsize[k] == best.arena) top.push_back(static_cast<int32_t>(k));
-      }
-      for (size_t i = 0; i < n; ++i) position[best.order[i]] = static_cast<int32_t>(i);
-      const int32_t moved = top[rng() % top.size()];
-      const int32_t from = position[moved];
-      if (from == 0) continue;
-      const int32_t to = static_cast<int32_t>(rng() % static_cast<uint32_t>(from));
-      trial = best.order;
-      std::rotate(trial.begin() + to, trial.begin() + from, trial.begin() + from + 1);
-      const size_t arena = place_greedy(g, trial, best.fit, offsets, placed);
-      if (arena <= best.arena) {
-        best.arena = arena;
-        best.order.swap(trial);
-        best.offsets = offsets;
-      }
-    }
-    group_offsets = std::move(best.offsets);
-    plan.arena_bytes = best.arena;
-  }
-
-  plan.offsets.resize(buffers.size());
-  for (size_t b = 0; b < buffers.size(); ++b) plan.offsets[b] = group_offsets[g.group_of[b]];
+  plan.lower_bound = detail::peak_live_bytes(to_blocks(g));
   return plan;
 }
 
@@ -345,7 +152,13 @@ BufferPlan plan_groups(const std::vector<PlanBuffer>& buffers, const Groups& g, 
 BufferPlan plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
   check_options(options);
   validate(buffers);
-  return plan_groups(buffers, resolve_groups(buffers, options), options);
+  const Groups g = resolve_groups(buffers, options);
+  BufferPlan plan = plan_figures(g);
+  std::vector<size_t> group_offsets;
+  plan.arena_bytes = detail::assign_offsets(to_blocks(g), group_offsets);
+  plan.offsets.resize(buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) plan.offsets[b] = group_offsets[g.group_of[b]];
+  return plan;
 }
 
 // ---- the block-sharing baseline ---------------------------------------------------------------
@@ -361,13 +174,7 @@ BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, co
   const Groups g = resolve_groups(buffers, options);
   constexpr size_t kMatchRange = 16;
 
-  BufferPlan plan;
-  plan.inplace = g.inplace;
-  plan.no_reuse = sum_sizes(g);
-  const StepIndex index = compress_steps(g);
-  const std::vector<size_t> live = live_profile(g, index);
-  plan.lower_bound = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
-
+  BufferPlan plan = plan_figures(g);
   const size_t ng = g.num_groups();
   std::vector<int32_t> by_first(ng), by_last(ng);
   std::iota(by_first.begin(), by_first.end(), 0);
@@ -488,9 +295,7 @@ void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan&
   }
 
   // The figures.
-  const StepIndex index = compress_steps(g);
-  const std::vector<size_t> live = live_profile(g, index);
-  const size_t lower_bound = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+  const size_t lower_bound = detail::peak_live_bytes(to_blocks(g));
   WEFT_ICHECK(plan.lower_bound == lower_bound)
       << "memory plan: lower bound " << plan.lower_bound << ", the live bytes peak at " << lower_bound;
   WEFT_ICHECK(plan.no_reuse == sum_sizes(g))
