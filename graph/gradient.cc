@@ -107,29 +107,36 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
     return GradEntry{static_cast<int32_t>(table.size() - 1)};
   };
 
+  int counter = 0;
+  // Gradients of an entry used several times are added as they are produced (a running sum), so
+  // at most one partial sum per entry is alive: an RNN's shared weights get one contribution per
+  // time step, and summing them all at the end would keep every step's gradient alive at once.
+  auto accumulate = [&](uint32_t eid, NodeEntry e, const std::string& name) {
+    auto& parts = contrib[eid];
+    if (parts.empty()) {
+      parts.push_back(e);
+      return;
+    }
+    Node n;
+    n.op = &get_op("elemwise_add");
+    n.name = name + "_grad_acc" + std::to_string(counter++);
+    n.inputs = {parts[0], e};
+    parts = {NodeEntry{g.add_node(std::move(n)), 0, 0}};
+  };
+  auto sum_of = [&](uint32_t eid) -> GradEntry {
+    const auto& parts = contrib[eid];
+    if (parts.empty()) return {};
+    return to_grad(parts[0]);
+  };
+
   // One head-gradient variable per forward head.
   for (size_t h = 0; h < forward.heads.size(); ++h) {
     Node v;
     v.name = "__head_grad_" + std::to_string(h) + "__";
     const uint32_t nid = g.add_node(std::move(v));
     out.head_grad_nodes.push_back(nid);
-    if (depends[forward.heads[h].node]) contrib[forward.entry_id(forward.heads[h])].push_back({nid, 0, 0});
+    if (depends[forward.heads[h].node]) accumulate(forward.entry_id(forward.heads[h]), {nid, 0, 0}, g.nodes[nid].name);
   }
-
-  int counter = 0;
-  auto sum_of = [&](uint32_t eid, const std::string& name) -> GradEntry {
-    auto& parts = contrib[eid];
-    if (parts.empty()) return {};
-    if (parts.size() == 1) return to_grad(parts[0]);
-    Node n;
-    n.op = &get_op("add_n");
-    n.name = name + "_grad_sum" + std::to_string(counter++);
-    n.attrs = {{"num_args", std::to_string(parts.size())}};
-    n.inputs = parts;
-    const uint32_t nid = g.add_node(std::move(n));
-    parts = {NodeEntry{nid, 0, 0}};
-    return to_grad(parts[0]);
-  };
 
   for (uint32_t nid = nfwd; nid-- > 0;) {
     const Node& fwd = forward.nodes[nid];
@@ -137,7 +144,7 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
     std::vector<GradEntry> ograds;
     bool any = false;
     for (int o = 0; o < fwd.num_outputs(); ++o) {
-      ograds.push_back(sum_of(forward.entry_id(nid, o), fwd.name));
+      ograds.push_back(sum_of(forward.entry_id(nid, o)));
       any = any || ograds.back().valid();
     }
     if (!any) continue;  // nothing downstream needs this node's gradient
@@ -152,12 +159,12 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
         << fwd.inputs.size() << " inputs";
     for (size_t i = 0; i < igrads.size(); ++i) {
       if (!igrads[i].valid() || !depends[fwd.inputs[i].node]) continue;
-      contrib[forward.entry_id(fwd.inputs[i])].push_back(builder.entry(igrads[i]));
+      accumulate(forward.entry_id(fwd.inputs[i]), builder.entry(igrads[i]), forward.nodes[fwd.inputs[i].node].name);
     }
   }
 
   for (uint32_t v : options.wrt) {
-    GradEntry ge = sum_of(forward.entry_id(v, 0), forward.nodes[v].name);
+    GradEntry ge = sum_of(forward.entry_id(v, 0));
     NodeEntry e;
     if (ge.valid()) {
       e = table[ge.id];

@@ -1,6 +1,6 @@
 // The gradient pass: appends the backward graph built from each op's FGradient (the same
-// definitions eager autograd uses), summing gradients of entries used more than once and giving
-// zeros to inputs nothing flows back to.
+// definitions eager autograd uses), adding up gradients of entries used more than once as they
+// are produced and giving zeros to inputs nothing flows back to.
 #pragma once
 
 #include <string>
