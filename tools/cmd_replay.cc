@@ -127,10 +127,12 @@ int run_replay(const ReplayOptions& o) {
   auto exec = graph::Executor::bind(g, bo, args, aux);
 
   // Fill what the file did not give: inputs (uniform in [-1, 1)), weights and statistics.
+  const std::vector<std::string> aux_list = exec->aux_names();
+  const std::set<std::string> aux_names(aux_list.begin(), aux_list.end());
   for (uint32_t nid : g->variable_nodes()) {
     const std::string& name = g->nodes[nid].name;
     if (from_file.count(name)) continue;
-    const bool is_aux = std::find(exec->aux_names().begin(), exec->aux_names().end(), name) != exec->aux_names().end();
+    const bool is_aux = aux_names.count(name) > 0;
     NDArray dst = is_aux ? exec->aux(name) : exec->arg(name);
     if (std::binary_search(labels.begin(), labels.end(), nid)) continue;  // zeros
     if (auto it = given.find(name); it != given.end()) {
