@@ -1,6 +1,7 @@
 // Reads the WEFT_* environment variables: the only file of weft that calls getenv.
 #include "base/env.h"
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "base/error.h"
@@ -12,6 +13,18 @@ std::optional<std::string> get(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
+}
+
+// An integer variable in [low, high], or nullopt when unset.
+std::optional<int64_t> get_integer(const char* name, int64_t low, int64_t high) {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(text->c_str(), &end, 10);
+  WEFT_CHECK(end != nullptr && *end == '\0' && errno == 0 && n >= low && n <= high)
+      << name << " must be an integer in [" << low << ", " << high << "], got '" << *text << "'";
+  return static_cast<int64_t>(n);
 }
 }  // namespace
 
@@ -30,6 +43,10 @@ Environment read_environment() {
     env.cpu_workers = static_cast<int>(n);
   }
   env.profile_path = get("WEFT_PROFILE");
+  env.profile_max_events = get_integer("WEFT_PROFILE_MAX_EVENTS", 1, int64_t{1} << 40);
+  env.dnnl_primitive_cache_entries =
+      get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);
+  env.dnnl_weight_cache_mb = get_integer("WEFT_DNNL_WEIGHT_CACHE_MB", 0, int64_t{1} << 30);
   return env;
 }
 

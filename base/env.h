@@ -1,6 +1,7 @@
 // The one place weft reads environment variables; everything else takes explicit config structs.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,12 @@ struct Environment {
   std::optional<std::string> engine;       ///< WEFT_ENGINE: "threaded" or "sync"
   std::optional<int> cpu_workers;          ///< WEFT_CPU_WORKERS: CPU worker threads (>= 1)
   std::optional<std::string> profile_path; ///< WEFT_PROFILE: write a Chrome trace here at exit
+  /// WEFT_PROFILE_MAX_EVENTS: the most trace events the profiler keeps (>= 1)
+  std::optional<int64_t> profile_max_events;
+  /// WEFT_DNNL_PRIMITIVE_CACHE: oneDNN primitives cached per thread (>= 1)
+  std::optional<int64_t> dnnl_primitive_cache_entries;
+  /// WEFT_DNNL_WEIGHT_CACHE_MB: budget of the oneDNN reordered-weight cache in MiB (>= 0)
+  std::optional<int64_t> dnnl_weight_cache_mb;
 };
 
 /// Reads and validates the WEFT_* variables. Throws ValueError naming the variable and its value

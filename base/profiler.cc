@@ -1,6 +1,7 @@
 // Profiler: per-thread event buffers and the Chrome trace JSON writer.
 #include "base/profiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +25,8 @@ struct FlowRecord {
 struct Profiler::Buffer {
   std::mutex mutex;  // taken by the owning thread to append and by readers; never contended hot
   int lane = -1;
+  int64_t quota = 0;    // events this buffer may still record (Note [Profiler event budget])
+  int64_t dropped = 0;  // events refused since clear()
   std::vector<OpTraceRecord> ops;
   std::vector<FlowRecord> flows;
   std::vector<CounterSample> counters;
@@ -77,14 +80,70 @@ int64_t Profiler::now_ns() {
 void Profiler::start() { enabled_.store(true, std::memory_order_relaxed); }
 void Profiler::stop() { enabled_.store(false, std::memory_order_relaxed); }
 
+// Note [Profiler event budget]
+// The bound is global, but a shared counter bumped per event would be a cache line every
+// recording thread writes. Each buffer instead takes a quota of events from `reserved_` in
+// chunks (at most 1024, fewer for small bounds) and spends it under its own lock. The quotas
+// handed out never sum past max_events_, so the bound holds exactly; a quota a thread does not
+// use is lost until clear(), so with many threads the profiler may start dropping a little before
+// the bound. clear() resets `reserved_` first and then every quota, so a reservation racing with
+// it can only be lost, never counted twice.
+bool Profiler::admit(Buffer& buffer) {
+  if (buffer.quota == 0) {
+    const int64_t limit = max_events_.load(std::memory_order_relaxed);
+    // relaxed: the budget is a count; it orders nothing.
+    if (reserved_.load(std::memory_order_relaxed) < limit) {
+      const int64_t chunk = std::clamp<int64_t>(limit / 64, 1, 1024);
+      const int64_t before = reserved_.fetch_add(chunk, std::memory_order_relaxed);
+      if (before < limit) buffer.quota = std::min(chunk, limit - before);
+    }
+  }
+  if (buffer.quota == 0) {
+    ++buffer.dropped;
+    return false;
+  }
+  --buffer.quota;
+  return true;
+}
+
 void Profiler::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
+  reserved_.store(0, std::memory_order_relaxed);  // first: Note [Profiler event budget]
   for (auto& buffer : buffers_) {
     std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
     buffer->ops.clear();
     buffer->flows.clear();
     buffer->counters.clear();
+    buffer->ops.shrink_to_fit();
+    buffer->flows.shrink_to_fit();
+    buffer->counters.shrink_to_fit();
+    buffer->quota = 0;
+    buffer->dropped = 0;
   }
+}
+
+void Profiler::set_max_events(int64_t max_events) {
+  max_events_.store(std::max<int64_t>(max_events, 1), std::memory_order_relaxed);
+}
+
+int64_t Profiler::dropped_events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t dropped = 0;
+  for (const auto& buffer : buffers_) {
+    std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
+    dropped += buffer->dropped;
+  }
+  return dropped;
+}
+
+size_t Profiler::event_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t count = 0;
+  for (const auto& buffer : buffers_) {
+    std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
+    count += buffer->ops.size() + buffer->flows.size() + buffer->counters.size();
+  }
+  return count;
 }
 
 Profiler::Buffer& Profiler::local_buffer() {
@@ -125,20 +184,20 @@ int Profiler::thread_lane() {
 void Profiler::record_op(OpTraceRecord record) {
   Buffer& buffer = local_buffer();
   std::lock_guard<std::mutex> lock(buffer.mutex);
-  buffer.ops.push_back(std::move(record));
+  if (admit(buffer)) buffer.ops.push_back(std::move(record));
 }
 
 void Profiler::record_flow(uint64_t from_id, uint64_t to_id) {
   Buffer& buffer = local_buffer();
   std::lock_guard<std::mutex> lock(buffer.mutex);
-  buffer.flows.push_back({from_id, to_id});
+  if (admit(buffer)) buffer.flows.push_back({from_id, to_id});
 }
 
 void Profiler::record_counter(std::string_view track, double value) {
   Buffer& buffer = local_buffer();
   int64_t now = now_ns();
   std::lock_guard<std::mutex> lock(buffer.mutex);
-  buffer.counters.push_back({std::string(track), now, value});
+  if (admit(buffer)) buffer.counters.push_back({std::string(track), now, value});
 }
 
 size_t Profiler::op_count() const {
@@ -156,11 +215,13 @@ std::string Profiler::chrome_trace_json() const {
   std::vector<FlowRecord> flows;
   std::vector<CounterSample> counters;
   std::vector<std::string> lanes;
+  int64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     lanes = lane_names_;
     for (const auto& buffer : buffers_) {
       std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
+      dropped += buffer->dropped;
       ops.insert(ops.end(), buffer->ops.begin(), buffer->ops.end());
       flows.insert(flows.end(), buffer->flows.begin(), buffer->flows.end());
       counters.insert(counters.end(), buffer->counters.begin(), buffer->counters.end());
@@ -172,7 +233,13 @@ std::string Profiler::chrome_trace_json() const {
 
   std::string out;
   out.reserve(256 + ops.size() * 220 + flows.size() * 160);
-  out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  // "otherData" is the trace's metadata: how many events the bound dropped (Perfetto shows it
+  // with the trace's info).
+  out += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\":";
+  out += std::to_string(dropped);
+  out += ",\"max_events\":";
+  out += std::to_string(max_events());
+  out += "},\"traceEvents\":[\n";
   out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"weft\"}}";
   for (size_t lane = 0; lane < lanes.size(); ++lane) {
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":";
@@ -251,6 +318,13 @@ std::string Profiler::chrome_trace_json() const {
 
 void Profiler::write_chrome_trace(const std::string& path) const {
   std::string json = chrome_trace_json();
+  if (int64_t dropped = dropped_events(); dropped > 0) {
+    std::fprintf(stderr,
+                 "weft: profiler: the trace '%s' lacks %lld event(s) recorded past its bound of "
+                 "%lld events (EngineConfig::profile_max_events, WEFT_PROFILE_MAX_EVENTS)\n",
+                 path.c_str(), static_cast<long long>(dropped),
+                 static_cast<long long>(max_events()));
+  }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   WEFT_CHECK(file.good()) << "profiler: cannot open trace file '" << path << "' for writing";
   file.write(json.data(), static_cast<std::streamsize>(json.size()));

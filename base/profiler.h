@@ -35,8 +35,15 @@ struct OpTraceRecord {
 /// Thread safety: every method is thread-safe. Recording appends to a per-thread buffer (one
 /// uncontended lock), so recording threads do not serialise on each other. Recording costs
 /// nothing but one relaxed load when the profiler is disabled.
+///
+/// Bound: at most max_events() events (operation slices, flows and counter samples together)
+/// are kept between clear() calls; later ones are dropped and counted (dropped_events(), and
+/// "otherData" of the trace). Note [Profiler event budget].
 class Profiler {
  public:
+  /// The default of max_events(): about 150 MB of records at most.
+  static constexpr int64_t kDefaultMaxEvents = 1'000'000;
+
   /// The process-wide profiler.
   static Profiler& global();
 
@@ -50,8 +57,17 @@ class Profiler {
   /// Whether recording is on. Thread-safe; relaxed: a record racing with start/stop may be kept
   /// or dropped, which is all a profiler needs.
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
-  /// Drops every recorded event. Thread-safe.
+  /// Drops every recorded event and resets the dropped count. Thread-safe.
   void clear();
+
+  /// Sets the most events kept (>= 1; smaller values count as 1); applies to events recorded
+  /// from now on, keeping those already recorded. Thread-safe.
+  void set_max_events(int64_t max_events);
+  int64_t max_events() const { return max_events_.load(std::memory_order_relaxed); }
+  /// Events not recorded because the bound was reached, since the last clear(). Thread-safe.
+  int64_t dropped_events() const;
+  /// Events currently recorded (slices, flows and counter samples). Thread-safe.
+  size_t event_count() const;
 
   /// A fresh operation id, unique within the process. Thread-safe.
   uint64_t next_op_id() { return next_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
@@ -82,8 +98,11 @@ class Profiler {
   struct Buffer;
   Profiler();
   Buffer& local_buffer();
+  bool admit(Buffer& buffer);  // requires buffer.mutex
 
   std::atomic<bool> enabled_{false};
+  std::atomic<int64_t> max_events_{kDefaultMaxEvents};
+  std::atomic<int64_t> reserved_{0};  // events handed to buffers' quotas since clear()
   std::atomic<uint64_t> next_id_{0};
   mutable std::mutex mutex_;  // guards buffers_ and lane_names_
   std::vector<std::shared_ptr<Buffer>> buffers_;

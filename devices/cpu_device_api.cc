@@ -15,12 +15,19 @@ class CpuDeviceAPI final : public DeviceAPI {
   int64_t attribute(Device device, DeviceAttribute attribute) override {
     check(device);
     switch (attribute) {
-      case DeviceAttribute::kExists: return 1;
-      case DeviceAttribute::kComputeUnits: return cpu_core_count();
+      case DeviceAttribute::kExists:
+        return 1;
+      case DeviceAttribute::kComputeUnits:
+        return cpu_core_count();
       case DeviceAttribute::kTotalMemory: {
-        long pages = sysconf(_SC_PHYS_PAGES);
-        long page_size = sysconf(_SC_PAGE_SIZE);
-        return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+        // Physical memory does not change while we run; sysconf(_SC_PHYS_PAGES) is a system
+        // call, and allocators ask on every allocation (device_memory_capacity).
+        static const int64_t total = [] {
+          const long pages = sysconf(_SC_PHYS_PAGES);
+          const long page_size = sysconf(_SC_PAGE_SIZE);
+          return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+        }();
+        return total;
       }
     }
     return 0;

@@ -1,6 +1,9 @@
 // DeviceAPI for CUDA devices: streams and events through the CUDA runtime.
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
+
 #include "base/error.h"
 #include "devices/cuda_guard.h"
 #include "devices/device_api.h"
@@ -12,10 +15,10 @@ namespace {
 void check_cuda(cudaError_t status, const char* what, Device device) {
   if (status != cudaSuccess) {
     cudaGetLastError();
-    WEFT_THROW(Error) << what << " on " << to_string(device) << " failed: " << cudaGetErrorString(status);
+    WEFT_THROW(Error) << what << " on " << to_string(device)
+                      << " failed: " << cudaGetErrorString(status);
   }
 }
-
 
 class CudaDeviceAPI final : public DeviceAPI {
  public:
@@ -29,28 +32,51 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
   int64_t attribute(Device device, DeviceAttribute attribute) override {
-    if (device.id < 0 || device.id >= device_count()) return 0;
+    if (device.id < 0) return 0;
+    if (attribute == DeviceAttribute::kTotalMemory) return total_memory(device);  // cached
+    if (device.id >= device_count()) return 0;
     switch (attribute) {
-      case DeviceAttribute::kExists: return 1;
+      case DeviceAttribute::kExists:
+        return 1;
       case DeviceAttribute::kComputeUnits: {
         int value = 0;
         check_cuda(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device.id),
                    "cudaDeviceGetAttribute", device);
         return value;
       }
-      case DeviceAttribute::kTotalMemory: {
-        cudaDeviceProp props{};
-        check_cuda(cudaGetDeviceProperties(&props, device.id), "cudaGetDeviceProperties", device);
-        return static_cast<int64_t>(props.totalGlobalMem);
-      }
+      case DeviceAttribute::kTotalMemory:
+        break;  // answered above
     }
     return 0;
+  }
+
+  // Total memory of a device (cudaMemGetInfo), cached per ordinal: allocators ask on every
+  // allocation (device_memory_capacity) and the total does not change. 0 when unknown.
+  int64_t total_memory(Device device) {
+    constexpr int kCached = 64;
+    static std::array<std::atomic<int64_t>, kCached> cache{};  // 0: not asked yet
+    if (device.id >= kCached) return 0;
+    std::atomic<int64_t>& slot = cache[static_cast<size_t>(device.id)];
+    // Relaxed is enough: the value is a plain number, the same whichever thread stores it.
+    int64_t total = slot.load(std::memory_order_relaxed);
+    if (total != 0) return total;
+    if (device.id >= device_count()) return 0;
+    CudaDeviceGuard scope(device.id);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    total = static_cast<int64_t>(total_bytes);
+    slot.store(total, std::memory_order_relaxed);
+    return total;
   }
 
   Stream create_stream(Device device) override {
     CudaDeviceGuard scope(device.id);
     cudaStream_t stream = nullptr;
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", device);
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate",
+               device);
     return Stream{device, stream};
   }
   void destroy_stream(const Stream& stream) override {
@@ -70,10 +96,13 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
  protected:
-  void destroy_event(Device, void* handle) override { cudaEventDestroy(static_cast<cudaEvent_t>(handle)); }
+  void destroy_event(Device, void* handle) override {
+    cudaEventDestroy(static_cast<cudaEvent_t>(handle));
+  }
   void record_event(void* handle, const Stream& stream) override {
-    check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(handle), static_cast<cudaStream_t>(stream.handle)),
-               "cudaEventRecord", stream.device);
+    check_cuda(
+        cudaEventRecord(static_cast<cudaEvent_t>(handle), static_cast<cudaStream_t>(stream.handle)),
+        "cudaEventRecord", stream.device);
   }
   bool query_event(Device device, void* handle) override {
     cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle));
@@ -82,7 +111,8 @@ class CudaDeviceAPI final : public DeviceAPI {
     return true;
   }
   void synchronize_event(Device device, void* handle) override {
-    check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle)), "cudaEventSynchronize", device);
+    check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle)), "cudaEventSynchronize",
+               device);
   }
   void stream_wait_event(const Stream& stream, void* handle) override {
     check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle),

@@ -1,7 +1,7 @@
 // Device names and parsing.
 #include "devices/device.h"
 
-#include <cstdlib>
+#include <algorithm>
 
 #include "base/error.h"
 
@@ -9,9 +9,12 @@ namespace weft {
 
 const char* device_type_name(DeviceType type) {
   switch (type) {
-    case DeviceType::kCPU: return "cpu";
-    case DeviceType::kCUDA: return "cuda";
-    case DeviceType::kCUDAHost: return "cuda_host";
+    case DeviceType::kCPU:
+      return "cpu";
+    case DeviceType::kCUDA:
+      return "cuda";
+    case DeviceType::kCUDAHost:
+      return "cuda_host";
   }
   return "unknown";
 }
@@ -21,22 +24,43 @@ std::string to_string(const Device& device) {
 }
 
 Device parse_device(const std::string& text) {
-  std::string type = text;
+  constexpr const char* kExpected =
+      "expected cpu, cuda or cuda_host (aliases gpu, cpu_pinned), optionally followed by "
+      "':<ordinal>'";
+  const size_t colon = text.find(':');
+  const std::string type = text.substr(0, colon);
+  DeviceType device_type = DeviceType::kCPU;
+  if (type == "cpu") {
+    device_type = DeviceType::kCPU;
+  } else if (type == "cuda" || type == "gpu") {
+    device_type = DeviceType::kCUDA;
+  } else if (type == "cuda_host" || type == "cpu_pinned") {
+    device_type = DeviceType::kCUDAHost;
+  } else {
+    WEFT_THROW(ValueError) << "invalid device '" << text << "': " << kExpected;
+  }
   int32_t id = 0;
-  if (auto colon = text.find(':'); colon != std::string::npos) {
-    type = text.substr(0, colon);
-    std::string ordinal = text.substr(colon + 1);
-    char* end = nullptr;
-    long value = std::strtol(ordinal.c_str(), &end, 10);
-    WEFT_CHECK(!ordinal.empty() && end != nullptr && *end == '\0' && value >= 0 && value < 1024)
-        << "invalid device '" << text << "': the ordinal must be a non-negative integer";
+  if (colon != std::string::npos) {
+    // Digits only: no sign, no spaces, nothing after the number (strtol would take " +1" and
+    // stoi "1x").
+    const std::string ordinal = text.substr(colon + 1);
+    const bool digits = !ordinal.empty() && std::all_of(ordinal.begin(), ordinal.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    WEFT_CHECK(digits) << "invalid device '" << text
+                       << "': the ordinal after ':' must be a non-negative decimal integer";
+    int64_t value = 0;
+    for (char c : ordinal) {
+      value = value * 10 + (c - '0');
+      WEFT_CHECK(value < kMaxDeviceOrdinal)
+          << "invalid device '" << text << "': the ordinal is out of range (at most "
+          << kMaxDeviceOrdinal - 1 << ")";
+    }
     id = static_cast<int32_t>(value);
   }
-  if (type == "cpu") return {DeviceType::kCPU, id};
-  if (type == "cuda" || type == "gpu") return {DeviceType::kCUDA, id};
-  if (type == "cuda_host" || type == "cpu_pinned") return {DeviceType::kCUDAHost, id};
-  WEFT_THROW(ValueError) << "invalid device '" << text
-                         << "': expected cpu, cuda or cuda_host, optionally with ':<ordinal>'";
+  WEFT_CHECK(device_type != DeviceType::kCPU || id == 0)
+      << "invalid device '" << text << "': the CPU is one device, its ordinal is 0";
+  return {device_type, id};
 }
 
 }  // namespace weft

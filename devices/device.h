@@ -32,7 +32,13 @@ const char* device_type_name(DeviceType type);
 /// "cpu:0", "cuda:1", ...
 std::string to_string(const Device& device);
 
-/// Parses "cpu", "cpu:0", "cuda", "cuda:1", "cuda_host:0". Throws ValueError naming the text.
+/// Device ordinals parse_device() accepts are below this.
+constexpr int32_t kMaxDeviceOrdinal = 1024;
+
+/// Parses "cpu", "cpu:0", "cuda", "cuda:1", "cuda_host:0" (and the aliases "gpu", "cpu_pinned"):
+/// a type name, optionally ':' and a decimal ordinal below kMaxDeviceOrdinal (0 for the CPU).
+/// Anything else (signs, spaces, trailing text, unknown types) throws ValueError naming the text.
+/// Says nothing about whether the device exists: ask its DeviceAPI. Thread-safe.
 Device parse_device(const std::string& text);
 
 }  // namespace weft

@@ -49,6 +49,19 @@ DeviceAPI* DeviceAPI::get(DeviceType type) {
   return api;
 }
 
+size_t device_memory_capacity(Device device) {
+  // Pinned host memory is the machine's memory.
+  const Device asked = device.type == DeviceType::kCUDAHost ? Device::cpu() : device;
+  DeviceAPI* api = DeviceAPI::try_get(asked.type);
+  if (api == nullptr || asked.id < 0) return 0;
+  try {
+    const int64_t bytes = api->attribute(asked, DeviceAttribute::kTotalMemory);
+    return bytes > 0 ? static_cast<size_t>(bytes) : 0;
+  } catch (const Error&) {
+    return 0;  // e.g. a CPU ordinal other than 0: unknown, so nothing is refused for it
+  }
+}
+
 int cpu_core_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

@@ -2,6 +2,7 @@
 // (device count, attributes, streams and events).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -11,9 +12,9 @@ namespace weft {
 
 /// Device attributes a DeviceAPI can be asked about.
 enum class DeviceAttribute {
-  kExists,           ///< 1 when the device is present
-  kComputeUnits,     ///< CPU: hardware threads; CUDA: streaming multiprocessors
-  kTotalMemory,      ///< bytes of memory the device has (CPU: physical RAM)
+  kExists,        ///< 1 when the device is present
+  kComputeUnits,  ///< CPU: hardware threads; CUDA: streaming multiprocessors
+  kTotalMemory,   ///< bytes of memory the device has (CPU: physical RAM)
 };
 
 class DeviceAPI;
@@ -31,7 +32,8 @@ struct Stream {
 class Event {
  public:
   Event() = default;
-  Event(Device device, void* handle, DeviceAPI* api) : device_(device), handle_(handle), api_(api) {}
+  Event(Device device, void* handle, DeviceAPI* api)
+      : device_(device), handle_(handle), api_(api) {}
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   Event(Event&& other) noexcept { *this = std::move(other); }
@@ -98,5 +100,13 @@ void register_device_api(DeviceType type, DeviceAPI* api);
 
 /// Number of hardware threads of this machine (at least 1).
 int cpu_core_count();
+
+/// Bytes of memory `device` has in total, or 0 when unknown (a device that does not exist, a
+/// device type without an API in this build). CPU and pinned host memory: the machine's
+/// physical memory (sysconf); CUDA: the device's total memory (cudaMemGetInfo). An array or
+/// arena larger than this can never be allocated there: callers check before allocating (see
+/// check_fits_device in memory/allocator.h). Cached per device after the first query, so it is
+/// cheap enough to call per allocation. Thread-safe.
+size_t device_memory_capacity(Device device);
 
 }  // namespace weft

@@ -2,12 +2,14 @@
 #include <algorithm>
 
 #include "base/profiler.h"
+#include "engine/backoff.h"
 #include "engine/worker_pool.h"
 
 namespace weft::detail {
 
 namespace {
 thread_local const WorkerPool* t_current_pool = nullptr;
+thread_local int t_worker_index = -1;
 
 bool heap_less(const auto& a, const auto& b) {
   // Max-heap on priority; among equal priorities the earlier sequence comes first.
@@ -21,14 +23,19 @@ ReadyQueue::ReadyQueue() : stub_(std::make_unique<OprBlock>()) {
   head_.store(stub_.get(), std::memory_order_relaxed);
 }
 
-void ReadyQueue::push_node(OprBlock* node) {
+OprBlock* ReadyQueue::exchange_tail(OprBlock* node) {
   node->next_ready.store(nullptr, std::memory_order_relaxed);
   // seq_cst: pairs with the sleeper's seq_cst increment of sleepers_ and its load of tail_
   // (Note [Spinning and wake-ups]).
-  OprBlock* previous = tail_.exchange(node, std::memory_order_seq_cst);
+  return tail_.exchange(node, std::memory_order_seq_cst);
+}
+
+void ReadyQueue::link(OprBlock* previous, OprBlock* node) {
   // release: the consumer that reads this link sees the operation's contents.
   previous->next_ready.store(node, std::memory_order_release);
 }
+
+void ReadyQueue::push_node(OprBlock* node) { link(exchange_tail(node), node); }
 
 bool ReadyQueue::has_work() const {
   // Empty means: the consumer position is the stub, nothing is linked behind it, and no push has
@@ -108,6 +115,7 @@ OprBlock* ReadyQueue::try_take() {
 }
 
 OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
+  Backoff backoff;  // Note [Link in flight]
   for (;;) {
     if (OprBlock* op = try_take()) {
       if (sleepers_.load(std::memory_order_seq_cst) > 0 &&
@@ -116,6 +124,17 @@ OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
       }
       return op;
     }
+    if (has_work()) {
+      // Queued but nothing could be taken: a producer is between its two stores (or a push
+      // landed just now). Back off rather than retry at once.
+      if (backoff.yielding()) {
+        stalled_yields_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+        if (backoff.yields() % 32 == 0) on_idle(false);
+      }
+      backoff.pause();
+      continue;
+    }
+    backoff.reset();
     // Spin before sleeping: new work usually arrives within microseconds, and a futex sleep
     // and wake-up cost more than that.
     spinning_.fetch_add(1, std::memory_order_seq_cst);
@@ -125,9 +144,7 @@ OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
       if (found) break;
       if (spin % 32 == 0) on_idle(false);
       if (spin < kPauseRounds) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        Backoff::cpu_relax();
       } else {
         std::this_thread::yield();
       }
@@ -168,8 +185,11 @@ void CpuWorkerPool::shutdown() {
 
 bool CpuWorkerPool::is_current_thread_worker() const { return t_current_pool == this; }
 
+int current_worker_index() { return t_worker_index; }
+
 void CpuWorkerPool::worker_main(int index) {
   t_current_pool = this;
+  t_worker_index = index;
   Profiler::global().set_thread_lane(lane_prefix_ + " " + std::to_string(index));
   RunContext context{Device::cpu(), Stream{Device::cpu(), nullptr}, index};
   std::function<void(bool)> on_idle = [this](bool sleep) { runner_->worker_idle(sleep); };
@@ -179,6 +199,7 @@ void CpuWorkerPool::worker_main(int index) {
     runner_->run(op, context);
   }
   t_current_pool = nullptr;
+  t_worker_index = -1;
 }
 
 }  // namespace weft::detail

@@ -4,7 +4,11 @@
 
 #include <cstdint>
 #include <exception>
+#include <compare>
+#include <cstddef>
+#include <functional>
 #include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,9 +23,42 @@
 namespace weft {
 
 class Var;
-/// A variable: stands for a piece of mutable state (an array's memory, an RNG, a communicator).
-/// Created by Engine::new_var, destroyed by Engine::delete_var. Opaque to users.
-using VarHandle = Var*;
+
+/// A handle to a variable: stands for a piece of mutable state (an array's memory, an RNG, a
+/// communicator). Created by Engine::new_var, invalidated by Engine::delete_var. A value type
+/// (16 bytes): copy it freely; the default (and nullptr) handle is null.
+///
+/// A handle carries the generation of the variable it was created for (Note [Variable
+/// generations] in engine/var.h): variables are pooled, and once a variable is deleted its
+/// memory is reused for later ones, so a handle used after delete_var is detected and refused
+/// with a ValueError by every engine method, in every build, instead of silently acting on the
+/// variable that reuses the memory. Comparisons order by address, then generation.
+class VarHandle {
+ public:
+  constexpr VarHandle() = default;
+  constexpr VarHandle(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
+  /// For engines: the handle of `var` at `generation`.
+  constexpr VarHandle(Var* var, uint64_t generation) : var_(var), generation_(generation) {}
+
+  /// The variable's address (meaningful to engines only; compare handles, not addresses).
+  Var* get() const { return var_; }
+  /// The generation the handle was created for.
+  uint64_t generation() const { return generation_; }
+  explicit operator bool() const { return var_ != nullptr; }
+
+  friend bool operator==(const VarHandle& a, const VarHandle& b) = default;
+  friend auto operator<=>(const VarHandle& a, const VarHandle& b) {
+    if (auto c = std::compare_three_way()(a.var_, b.var_); c != 0) return c;
+    return a.generation_ <=> b.generation_;
+  }
+
+ private:
+  Var* var_ = nullptr;
+  uint64_t generation_ = 0;
+};
+
+/// Writes "var 0x... gen N" (for messages).
+std::ostream& operator<<(std::ostream& os, const VarHandle& var);
 
 namespace detail {
 struct OprBlock;
@@ -34,8 +71,11 @@ enum class FnProperty : uint8_t {
   kCopyToDevice,    ///< host→device transfer (copy workers of a GPU; normal workers on the CPU)
   kCopyFromDevice,  ///< device→host transfer (likewise)
   kCPUPrioritized,  ///< CPU work that must not wait behind normal work: runs on the priority lane
-  kAsync,           ///< the function only launches work and returns: it is called directly on the
-                    ///< thread that makes the operation ready, without a worker hop
+  kAsync,           ///< a short function (launches work, or a tiny kernel): called directly,
+                    ///< without a worker hop, on the thread that makes the operation ready when
+                    ///< that is one of the engine's workers or the thread calling push; when a
+                    ///< foreign thread's on_complete makes it ready, it goes to a worker
+                    ///< (docs/ENGINE.md, "Which threads run operations")
 };
 
 /// What an operation's function learns about where it runs. Valid during the call only.
@@ -45,27 +85,53 @@ struct RunContext {
   int worker = -1;  ///< index of the worker thread within its pool; -1 on a non-worker thread
 };
 
-/// Completes an asynchronous operation. Call exactly once, from any thread, optionally with the
-/// error that made the operation fail. Cheap to copy (two pointers).
+/// Completes an asynchronous operation: call it exactly once, from any thread, optionally with
+/// the error that made the operation fail. Cheap to copy (four words); every copy refers to the
+/// same completion. See docs/ENGINE.md, "Completion contract":
+///
+/// - The first call (from whichever copy) completes the operation: its variables are released and
+///   the operations that become ready are run by the engine's workers. On a thread that is not
+///   one of the engine's workers (a CUDA host callback, an MPI progress thread, any foreign
+///   thread) the call only releases and enqueues; it never runs an operation's function there.
+/// - Any later call releases nothing: it throws CompletionError to its caller and records the
+///   misuse in the engine's failure log (reported by the next wait_for_all), when the engine
+///   still exists. Calls racing from two threads are safe: exactly one completes.
+/// - Never calling it leaves the operation pending: its variables stay held and wait_for_all
+///   and the engine's destructor wait for it (printing a notice every 30 s).
 class CallbackOnComplete {
  public:
   CallbackOnComplete() = default;
+  /// Completes the operation (see the class comment). Thread-safe. Throws CompletionError when
+  /// the operation was already completed, Error on an empty callback.
   void operator()(std::exception_ptr error = nullptr) const;
 
  private:
   friend class ThreadedEngine;
   friend class SyncEngine;
   using Fn = void (*)(void* engine, void* op, std::exception_ptr error);
-  CallbackOnComplete(Fn fn, void* engine, void* op) : fn_(fn), engine_(engine), op_(op) {}
+  CallbackOnComplete(Fn fn, void* engine, void* op, uint64_t token)
+      : fn_(fn), engine_(engine), op_(op), token_(token) {}
   Fn fn_ = nullptr;
   void* engine_ = nullptr;
   void* op_ = nullptr;
+  uint64_t token_ = 0;  // Note [Completion tokens]
+};
+
+/// Thrown by a CallbackOnComplete called after its operation was already completed (a second
+/// call, or a call after the operation's function threw and the engine completed it).
+class CompletionError : public Error {
+ public:
+  using Error::Error;
 };
 
 /// A synchronous operation body: runs to completion inside the call.
 using SyncFn = detail::InlineFunction<void(const RunContext&)>;
 /// An asynchronous operation body: must call `on_complete` exactly once, on any thread. If it
-/// throws instead, it must not have called `on_complete`; the engine completes it with the error.
+/// throws before calling it, the engine completes the operation with the exception (a later call
+/// of `on_complete` is then a CompletionError). If it throws after calling it, the variables were
+/// already released: the exception is recorded in the engine's failure log (the next
+/// wait_for_all reports it) and nothing is released twice. The operation counts as pending until
+/// both the body has returned and `on_complete` was called.
 using AsyncFn = detail::InlineFunction<void(const RunContext&, CallbackOnComplete)>;
 
 /// A list of variables passed to push; built from a braced list, a vector or a span. Does not
@@ -102,7 +168,7 @@ enum class EngineKind {
 };
 
 /// The one configuration of an engine. Pass it explicitly; from_environment() is the only
-/// place that consults WEFT_ENGINE, WEFT_CPU_WORKERS and WEFT_PROFILE.
+/// place that consults the engine's WEFT_* variables.
 struct EngineConfig {
   EngineKind kind = EngineKind::kThreaded;
   /// CPU worker threads for normal work; 0 means one per hardware thread.
@@ -113,9 +179,16 @@ struct EngineConfig {
   /// When non-empty, the profiler is started with the engine and a Chrome trace is written to
   /// this path when the engine is destroyed.
   std::string profile_path;
+  /// With profile_path: the most trace events (operation slices, flows and counter samples
+  /// together) the profiler keeps; later ones are dropped and counted in the trace.
+  int64_t profile_max_events = 1'000'000;
+  /// The most undelivered failures the engine keeps with their exception for reporting
+  /// (EngineStats::undelivered_errors, the destructor's report); beyond it failures are only
+  /// counted. wait_for_var drops what it delivers; wait_for_all drops everything.
+  int64_t max_retained_errors = 1024;
 
-  /// Defaults overridden by WEFT_ENGINE (threaded|sync), WEFT_CPU_WORKERS (N) and WEFT_PROFILE
-  /// (trace path). Throws ValueError naming a malformed variable.
+  /// Defaults overridden by WEFT_ENGINE (threaded|sync), WEFT_CPU_WORKERS (N), WEFT_PROFILE
+  /// (trace path) and WEFT_PROFILE_MAX_EVENTS (N). Throws ValueError naming a malformed variable.
   static EngineConfig from_environment();
 };
 
@@ -127,6 +200,10 @@ struct EngineStats {
   int64_t failed_ops = 0;     ///< whose function threw or reported an error
   int64_t skipped_ops = 0;    ///< not run because an input or output carried an error
   int64_t live_vars = 0;      ///< created and not yet destroyed (deletion runs after pending ops)
+  /// Failures no wait has delivered yet, as retained by the failure log (at most
+  /// EngineConfig::max_retained_errors; the rest are only counted). Drops as wait_for_var
+  /// rethrows them, and to zero at wait_for_all.
+  int64_t undelivered_errors = 0;
 };
 
 /// Thrown by wait_for_all when operations failed since the last wait: carries the first error
@@ -177,15 +254,19 @@ class Engine {
 
   virtual EngineKind kind() const = 0;
 
-  /// Creates a variable with version 0.
+  /// Creates a variable with version 0. Its handle is valid until delete_var is called on it.
   virtual VarHandle new_var() = 0;
 
   /// Destroys `var` after every operation already pushed on it has completed; returns at once.
   /// `on_deleted`, when given, runs at that moment, just before the variable is freed: the place
   /// to give back what the variable stood for, e.g. an array's memory to its pool
   /// (`[block = std::move(data_ptr)](const RunContext&) mutable { block.reset(); }`), so that it
-  /// cannot be handed out again while an operation may still touch it. Pushing or waiting on
-  /// `var` afterwards is an error (ValueError when detected).
+  /// cannot be handed out again while an operation may still touch it. `on_deleted` runs on an
+  /// engine worker or on the thread that calls delete_var, never on a foreign completing thread.
+  /// The handle is invalid from this call on: pushing, waiting, reading the version or deleting
+  /// it again throws ValueError (Note [Variable generations]), also after its memory was reused.
+  /// A call racing with a push of the same handle on another thread, unordered, is a bug in the
+  /// caller that the engine does not promise to detect.
   virtual void delete_var(VarHandle var, SyncFn on_deleted = nullptr) = 0;
 
   /// Pushes an asynchronous operation: `fn` runs once every dependency is satisfied and must
@@ -216,7 +297,8 @@ class Engine {
   /// wait_for_all, throws EngineError with the first error and the counts, and clears all errors.
   virtual void wait_for_all() = 0;
 
-  /// Number of completed writes to `var`. A snapshot when writes are pending.
+  /// Number of completed writes to `var`. A snapshot when writes are pending. Throws ValueError
+  /// for a deleted variable.
   virtual uint64_t var_version(VarHandle var) const = 0;
 
   /// Worker threads that serve normal operations on `device` (sync engine: 0).

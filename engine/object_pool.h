@@ -37,6 +37,13 @@ namespace weft::detail {
 // destroyed: when a thread exits its cache is parked and the next new thread adopts it, so
 // memory stays bounded however many engines (and worker threads) come and go. Freed objects are
 // poisoned for AddressSanitizer so a use after free through the pool is still reported.
+//
+// Note [Slot stamps]: each slot carries a 64-bit stamp beside (not inside) the object. Because
+// chunks are never freed and the stamp is never poisoned, any pointer the pool ever handed out
+// may have its stamp read or compared-and-swapped at any time, also after the object was
+// destroyed and its slot reused by another object. The pool itself never changes a stamp; the
+// engine uses it as the generation of a variable (Note [Variable generations]) and as the
+// exactly-once completion token of an operation (Note [Completion tokens]). Stamps only grow.
 template <typename T>
 class ObjectPool {
  public:
@@ -47,10 +54,15 @@ class ObjectPool {
     return ::new (static_cast<void*>(slot->storage)) T(std::forward<Args>(args)...);
   }
 
+  /// The stamp of the slot that holds (or held) `object`: any pointer ever returned by create().
+  /// Note [Slot stamps].
+  static std::atomic<uint64_t>& stamp(const T* object) {
+    return slot_of(object)->stamp;
+  }
+
   static void destroy(T* object) {
     object->~T();
-    Slot* slot = reinterpret_cast<Slot*>(reinterpret_cast<unsigned char*>(object) -
-                                         offsetof(Slot, storage));
+    Slot* slot = slot_of(object);
     WEFT_POISON(slot->storage, sizeof(T));
     Cache* owner = slot->owner;
     Cache* mine = tls_cache_;
@@ -75,12 +87,19 @@ class ObjectPool {
  private:
   struct Cache;
   struct Slot {
-    Cache* owner;
-    Slot* next;
+    Cache* owner = nullptr;
+    Slot* next = nullptr;
+    std::atomic<uint64_t> stamp{0};  // Note [Slot stamps]
     alignas(alignof(T) > alignof(std::max_align_t) ? alignof(T) : alignof(std::max_align_t))
         unsigned char storage[sizeof(T)];
   };
   static constexpr size_t kBatch = 32;  // remote frees handed back per CAS
+
+  static Slot* slot_of(const T* object) {
+    return reinterpret_cast<Slot*>(
+        const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(object)) -
+        offsetof(Slot, storage));
+  }
 
   struct Cache {
     Slot* local_free = nullptr;
@@ -105,7 +124,7 @@ class ObjectPool {
       // is reachable from the leaked registry.
       Slot* chunk = static_cast<Slot*>(::operator new(count * sizeof(Slot), std::align_val_t(alignof(Slot))));
       for (size_t i = 0; i < count; ++i) {
-        Slot* slot = &chunk[i];
+        Slot* slot = ::new (static_cast<void*>(&chunk[i])) Slot;
         slot->owner = this;
         slot->next = local_free;
         WEFT_POISON(slot->storage, sizeof(T));

@@ -13,11 +13,17 @@ using detail::ObjectPool;
 using detail::OpKind;
 using detail::OprBlock;
 
-SyncEngine::SyncEngine(const EngineConfig& config) : config_(config) {
-  if (!config_.profile_path.empty()) Profiler::global().start();
+SyncEngine::SyncEngine(const EngineConfig& config)
+    : config_(config), failures_(config.max_retained_errors) {
+  if (!config_.profile_path.empty()) {
+    Profiler::global().set_max_events(config_.profile_max_events);
+    Profiler::global().start();
+  }
+  detail::register_failure_log(static_cast<void*>(this), &failures_);
 }
 
 SyncEngine::~SyncEngine() {
+  detail::unregister_failure_log(static_cast<void*>(this));
   failures_.report_unobserved("sync");
   if (!config_.profile_path.empty()) {
     try {
@@ -32,7 +38,7 @@ VarHandle SyncEngine::new_var() {
   Var* var = ObjectPool<Var>::create();
   var->owner = this;
   vars_created_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
-  return var;
+  return detail::make_var_handle(var);
 }
 
 void SyncEngine::push_sync(SyncFn fn, Device device, VarList reads, VarList writes,
@@ -59,7 +65,7 @@ void SyncEngine::push_async(AsyncFn fn, Device device, VarList reads, VarList wr
 
 void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::string_view name) {
   try {
-    detail::build_slots(op, reads, writes, name);
+    detail::build_slots(op, reads, writes, name, op->kind == OpKind::kDeleteVar);
   } catch (...) {
     ObjectPool<OprBlock>::destroy(op);
     throw;
@@ -123,8 +129,9 @@ struct AsyncWait {
 };
 }  // namespace
 
-void SyncEngine::complete_async(void* state, void*, std::exception_ptr error) {
-  auto* wait = static_cast<AsyncWait*>(state);
+void SyncEngine::complete_async(void*, void* op, std::exception_ptr error) {
+  // The block lives until execute() has seen this (it waits for it).
+  auto* wait = static_cast<AsyncWait*>(static_cast<OprBlock*>(op)->completion_state);
   std::lock_guard<std::mutex> lock(wait->mutex);
   wait->error = std::move(error);
   wait->done = true;
@@ -156,12 +163,32 @@ void SyncEngine::execute(OprBlock* op) {
         std::lock_guard<std::mutex> lock(mutex_);
         async_waiting_ = true;  // pushes from other threads queue instead of blocking
       }
-      try {
-        op->body.async(context, CallbackOnComplete(&SyncEngine::complete_async, &wait, op));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(wait.mutex);
-        wait.error = std::current_exception();
-        wait.done = true;
+      op->completion_state = &wait;
+      const uint64_t token = detail::completion_token(op);  // Note [Completion tokens]
+      std::exception_ptr thrown;
+      bool already_recorded = false;
+      {
+        detail::AsyncBodyScope body_scope(op, token);
+        try {
+          op->body.async(context, CallbackOnComplete(&SyncEngine::complete_async, this, op, token));
+        } catch (const CompletionError&) {
+          thrown = std::current_exception();  // a second on_complete escaping the body: recorded
+          already_recorded = true;
+        } catch (...) {
+          thrown = std::current_exception();
+        }
+      }
+      if (thrown) {
+        if (detail::claim_completion(op, token)) {
+          std::lock_guard<std::mutex> lock(wait.mutex);  // it threw before calling back
+          wait.error = std::move(thrown);
+          wait.done = true;
+        } else if (!already_recorded) {
+          // It threw after calling back: reported by the failure log; nothing released twice.
+          failures_.record_violation(std::move(thrown), op->name.str(),
+                                     "threw after calling on_complete (its variables were "
+                                     "already released)");
+        }
       }
       {
         std::unique_lock<std::mutex> lock(wait.mutex);
@@ -209,7 +236,11 @@ void SyncEngine::execute(OprBlock* op) {
 }
 
 void SyncEngine::delete_var(VarHandle var, SyncFn on_deleted) {
-  WEFT_CHECK(var != nullptr) << "delete_var: null variable";
+  Var* target = detail::live_var(var, "delete_var");
+  WEFT_CHECK(target->owner == this) << "delete_var: " << var << " belongs to another engine";
+  // Note [Variable generations]: the handle is invalid from now on.
+  WEFT_CHECK(detail::retire(var)) << "delete_var: " << var
+                                  << " was deleted (delete_var called twice on this handle)";
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kDeleteVar;
   op->device = Device::cpu();
@@ -219,19 +250,18 @@ void SyncEngine::delete_var(VarHandle var, SyncFn on_deleted) {
 
 void SyncEngine::wait_for_var(VarHandle var) {
   detail::check_not_inside_operation("wait_for_var");
-  WEFT_CHECK(var != nullptr) << "wait_for_var: null variable";
+  detail::live_var(var, "wait_for_var");
   std::unique_lock<std::mutex> lock(mutex_);
   wait_idle(lock);
-  WEFT_CHECK(!var->deleted) << "wait_for_var: variable " << static_cast<const void*>(var)
-                            << " was deleted (delete_var)";
-  WEFT_CHECK(var->owner == this) << "wait_for_var: variable " << static_cast<const void*>(var)
-                                 << " belongs to another engine";
+  Var* target = detail::live_var(var, "wait_for_var");  // deleted while this thread waited?
+  WEFT_CHECK(!target->deleted) << "wait_for_var: " << var << " was deleted (delete_var)";
+  WEFT_CHECK(target->owner == this) << "wait_for_var: " << var << " belongs to another engine";
   std::exception_ptr error;
-  if (var->has_error()) {
-    error = var->error->error;
-    var->error->delivered.store(true, std::memory_order_release);
+  if (target->has_error()) {
+    error = target->error->error;
+    failures_.delivered(target->error);  // Note [Failure log bound]
   }
-  var->error.reset();
+  target->error.reset();
   if (error) std::rethrow_exception(error);
 }
 
@@ -245,8 +275,7 @@ void SyncEngine::wait_for_all() {
 }
 
 uint64_t SyncEngine::var_version(VarHandle var) const {
-  WEFT_CHECK(var != nullptr) << "var_version: null variable";
-  return var->version.load(std::memory_order_acquire);
+  return detail::live_var(var, "var_version")->version.load(std::memory_order_acquire);
 }
 
 EngineStats SyncEngine::stats() const {
@@ -255,6 +284,7 @@ EngineStats SyncEngine::stats() const {
   stats.completed_ops = completed_.load(std::memory_order_relaxed);
   stats.failed_ops = failures_.failed_total();
   stats.skipped_ops = failures_.skipped_total();
+  stats.undelivered_errors = failures_.undelivered();
   stats.live_vars = vars_created_.load(std::memory_order_relaxed) -
                     vars_destroyed_.load(std::memory_order_relaxed);
   return stats;

@@ -36,9 +36,22 @@ using detail::VarSlot;
 // operations when they start. The variable's queue orders these: every reader was granted after
 // the writer released (under the variable's lock), so no access races.
 
+// Note [Which threads run operations]
+// Operation functions run on the engine's workers, with two exceptions for FnProperty::kAsync
+// operations (tiny kernels, launches), which skip the worker hop: such an operation runs on
+//  - the thread that calls push, when it is ready at once (the imperative fast path: the caller
+//    runs a tiny kernel whose inputs are computed instead of handing it off), and
+//  - the worker whose completion makes it ready.
+// A thread that is not one of this engine's workers and completes an operation through
+// on_complete (a CUDA host callback, an MPI progress thread, a foreign library's thread) only
+// releases variables and enqueues what became ready; it never runs a function there: CUDA
+// forbids CUDA calls inside host callbacks, and such threads must not be held up by user code.
+// The engine's own trivial operations (a wait_for_var's notification, a delete_var without
+// on_deleted) still run on the completing thread, as they call no user code.
+
 namespace {
-// Operations dispatched with FnProperty::kAsync run on the thread that makes them ready. Chains
-// of such operations would otherwise recurse without bound; past this depth they go to a pool.
+// kAsync operations run inline (Note [Which threads run operations]). Chains of such operations
+// would otherwise recurse without bound; past this depth they go to a pool.
 constexpr int kMaxInlineAsyncDepth = 16;
 thread_local int t_async_depth = 0;
 
@@ -102,9 +115,14 @@ inline VarSlot* dequeue(Var* var) {
 }
 }  // namespace
 
-ThreadedEngine::ThreadedEngine(const EngineConfig& config) : config_(config) {
+ThreadedEngine::ThreadedEngine(const EngineConfig& config)
+    : config_(config), failures_(config.max_retained_errors) {
   int workers = config.cpu_workers > 0 ? config.cpu_workers : cpu_core_count();
-  if (!config_.profile_path.empty()) Profiler::global().start();
+  if (!config_.profile_path.empty()) {
+    Profiler::global().set_max_events(config_.profile_max_events);
+    Profiler::global().start();
+  }
+  detail::register_failure_log(static_cast<void*>(this), &failures_);
   auto* runner = static_cast<detail::OperationRunner*>(this);
   cpu_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, workers, "cpu worker");
   if (config.cpu_priority_lane) {
@@ -121,6 +139,7 @@ ThreadedEngine::~ThreadedEngine() {
     std::terminate();
   }
   wait_idle();
+  detail::unregister_failure_log(static_cast<void*>(this));
   failures_.report_unobserved("threaded");
   if (cpu_priority_pool_) cpu_priority_pool_->shutdown();
   cpu_pool_->shutdown();
@@ -137,7 +156,7 @@ VarHandle ThreadedEngine::new_var() {
   Var* var = ObjectPool<Var>::create();
   var->owner = this;
   vars_created_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
-  return var;
+  return detail::make_var_handle(var);
 }
 
 void ThreadedEngine::check_device(Device device) const {
@@ -181,7 +200,7 @@ void ThreadedEngine::push_async(AsyncFn fn, Device device, VarList reads, VarLis
 void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
                                 std::string_view name) {
   try {
-    detail::build_slots(op, reads, writes, name);
+    detail::build_slots(op, reads, writes, name, op->kind == OpKind::kDeleteVar);
   } catch (...) {
     ObjectPool<OprBlock>::destroy(op);
     throw;
@@ -257,14 +276,23 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
   // Note [Push guard]: remove the guard together with the grants made above.
   if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
     if (op->profile_id != 0) op->ready_ns = Profiler::now_ns();
-    dispatch(op);
+    dispatch(op, /*may_run_here=*/true);  // the pushing thread (Note [Which threads run ...])
   }
 }
 
-void ThreadedEngine::dispatch(OprBlock* op) {
-  if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth) {
+bool ThreadedEngine::is_worker_thread() const {
+  return cpu_pool_->is_current_thread_worker() ||
+         (cpu_priority_pool_ && cpu_priority_pool_->is_current_thread_worker());
+}
+
+void ThreadedEngine::dispatch(OprBlock* op, bool may_run_here) {
+  // Note [Which threads run operations]
+  const bool trivial = op->kind == OpKind::kWaitVar ||
+                       (op->kind == OpKind::kDeleteVar && !op->has_body);
+  if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth &&
+      (may_run_here || trivial)) {
     ++t_async_depth;
-    RunContext context{op->device, Stream{op->device, nullptr}, -1};
+    RunContext context{op->device, Stream{op->device, nullptr}, detail::current_worker_index()};
     run(op, context);
     --t_async_depth;
     return;
@@ -295,18 +323,36 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   std::exception_ptr error;
   if (op->async) {
     // Note [Async body lifetime]: the callback may run (on another thread) before the body
-    // returns; the block and the body's captures live until both have happened.
+    // returns; the block and the body's captures live until both have happened, and the
+    // operation counts as pending until then.
     op->async_refs.store(2, std::memory_order_relaxed);
+    const uint64_t token = detail::completion_token(op);  // Note [Completion tokens]
+    bool already_recorded = false;
     {
       detail::OperationScope scope;
+      detail::AsyncBodyScope body_scope(op, token);
       try {
-        op->body.async(context, CallbackOnComplete(&ThreadedEngine::complete_async, this, op));
+        op->body.async(context,
+                       CallbackOnComplete(&ThreadedEngine::complete_async, this, op, token));
+      } catch (const CompletionError&) {
+        error = std::current_exception();  // a second on_complete escaping the body: recorded
+        already_recorded = true;
       } catch (...) {
         error = std::current_exception();
       }
     }
-    if (error) complete(op, std::move(error), false);  // it must not have called back
-    release_async_ref(op);
+    if (error) {
+      if (detail::claim_completion(op, token)) {
+        complete(op, std::move(error), false);  // it threw before calling back
+      } else if (!already_recorded) {
+        // It threw after calling back: the variables are released, so the error can reach no
+        // variable; the failure log reports it. Nothing is released again.
+        failures_.record_violation(std::move(error), op->name.str(),
+                                   "threw after calling on_complete (its variables were already "
+                                   "released)");
+      }
+    }
+    if (release_async_ref(op)) count_completion();
     return nullptr;
   }
   {
@@ -355,11 +401,25 @@ void ThreadedEngine::release_write(Var* var, bool bump_version, ReadyList& ready
   }
 }
 
-void ThreadedEngine::release_async_ref(OprBlock* op) {
+bool ThreadedEngine::release_async_ref(OprBlock* op) {
   // acq_rel: the last holder sees everything the other did with the block before freeing it.
   if (op->async_refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     op->reset_body();
     ObjectPool<OprBlock>::destroy(op);
+    return true;
+  }
+  return false;
+}
+
+void ThreadedEngine::count_completion() {
+  // Last: the engine may be destroyed once pending_ reaches zero.
+  if (t_completions.engine == this) {
+    if (++t_completions.count >= kCompletionBatch) {
+      finish_pending(t_completions.count);
+      t_completions.count = 0;
+    }
+  } else {
+    finish_pending(1);
   }
 }
 
@@ -410,6 +470,8 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   }
 
   OprBlock* next = nullptr;
+  // Only a worker runs what becomes ready (Note [Which threads run operations]).
+  const bool on_worker = ready.size() != 0 && is_worker_thread();
   for (size_t i = 0; i < ready.size(); ++i) {
     OprBlock* successor = ready[i];
     // A worker that completes an op runs one newly ready successor itself when it belongs to the
@@ -418,22 +480,15 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
         pool_for(successor)->is_current_thread_worker()) {
       next = successor;
     } else {
-      dispatch(successor);
+      dispatch(successor, on_worker);
     }
   }
   if (async_body) {
-    release_async_ref(op);
+    // The body may still be running: whoever of the two finishes last counts the completion.
+    if (release_async_ref(op)) count_completion();
   } else {
     ObjectPool<OprBlock>::destroy(op);
-  }
-  // Last: the engine may be destroyed once pending_ reaches zero.
-  if (t_completions.engine == this) {
-    if (++t_completions.count >= kCompletionBatch) {
-      finish_pending(t_completions.count);
-      t_completions.count = 0;
-    }
-  } else {
-    finish_pending(1);
+    count_completion();
   }
   return next;
 }
@@ -490,7 +545,11 @@ void ThreadedEngine::wait_idle() {
 }
 
 void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
-  WEFT_CHECK(var != nullptr) << "delete_var: null variable";
+  Var* target = detail::live_var(var, "delete_var");
+  WEFT_CHECK(target->owner == this) << "delete_var: " << var << " belongs to another engine";
+  // Note [Variable generations]: the handle is invalid from now on.
+  WEFT_CHECK(detail::retire(var)) << "delete_var: " << var
+                                  << " was deleted (delete_var called twice on this handle)";
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kDeleteVar;
   op->device = Device::cpu();
@@ -501,7 +560,7 @@ void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
 
 void ThreadedEngine::wait_for_var(VarHandle var) {
   detail::check_not_inside_operation("wait_for_var");
-  WEFT_CHECK(var != nullptr) << "wait_for_var: null variable";
+  Var* target = detail::live_var(var, "wait_for_var");
   struct WaitState {
     std::mutex mutex;
     std::condition_variable done_cv;
@@ -512,12 +571,12 @@ void ThreadedEngine::wait_for_var(VarHandle var) {
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kWaitVar;
   op->property = FnProperty::kAsync;  // trivial: run on the thread that releases the variable
-  op->set_body(SyncFn([state, var](const RunContext&) {
+  op->set_body(SyncFn([this, state, var = target](const RunContext&) {
     // Runs holding `var` exclusively (ordered as a write): Note [Var error ordering].
     std::exception_ptr error;
     if (var->has_error()) {
       error = var->error->error;
-      var->error->delivered.store(true, std::memory_order_release);
+      failures_.delivered(var->error);  // Note [Failure log bound]
     }
     var->error.reset();
     std::lock_guard<std::mutex> lock(state->mutex);
@@ -538,8 +597,7 @@ void ThreadedEngine::wait_for_all() {
 }
 
 uint64_t ThreadedEngine::var_version(VarHandle var) const {
-  WEFT_CHECK(var != nullptr) << "var_version: null variable";
-  return var->version.load(std::memory_order_acquire);
+  return detail::live_var(var, "var_version")->version.load(std::memory_order_acquire);
 }
 
 int ThreadedEngine::num_workers(Device device) const {
@@ -558,6 +616,7 @@ EngineStats ThreadedEngine::stats() const {
   if (stats.completed_ops < 0) stats.completed_ops = 0;
   stats.failed_ops = failures_.failed_total();
   stats.skipped_ops = failures_.skipped_total();
+  stats.undelivered_errors = failures_.undelivered();
   stats.live_vars = vars_created_.load(std::memory_order_acquire) -
                     vars_destroyed_.load(std::memory_order_acquire);
   return stats;

@@ -39,12 +39,14 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
   detail::WorkerPool* pool_for(const detail::OprBlock* op) const;
   void check_device(Device device) const;
-  void dispatch(detail::OprBlock* op);
+  void dispatch(detail::OprBlock* op, bool may_run_here);
+  bool is_worker_thread() const;
   void run(detail::OprBlock* op, const RunContext& context) override;
   detail::OprBlock* execute(detail::OprBlock* op, const RunContext& context);
   detail::OprBlock* complete(detail::OprBlock* op, std::exception_ptr error, bool may_run_inline);
   static void complete_async(void* engine, void* op, std::exception_ptr error);
-  static void release_async_ref(detail::OprBlock* op);
+  static bool release_async_ref(detail::OprBlock* op);
+  void count_completion();
   void release_read(Var* var, ReadyList& ready);
   void release_write(Var* var, bool bump_version, ReadyList& ready);
   void finish_pending(int64_t count);

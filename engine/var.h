@@ -15,12 +15,21 @@
 namespace weft {
 namespace detail {
 
-/// The error of one failed operation, shared by every variable it reached. `cleared` is set by
-/// wait_for_all; `delivered` when some wait has rethrown it.
+/// The error of one failed operation, shared by every variable it reached. It counts as cleared
+/// once wait_for_all ran after it was recorded (`epoch` < the log's clear count); `delivered` is
+/// set by the first wait that rethrows it. Fields other than `delivered` are set before the slot
+/// is shared and then only read.
 struct ErrorSlot {
   std::exception_ptr error;
-  std::atomic<bool> cleared{false};
+  uint64_t epoch = 0;                              ///< the log's clear count when recorded
+  const std::atomic<uint64_t>* clears = nullptr;   ///< the log's clear count (FailureLog)
+  bool retained = false;                           ///< the log keeps it (FailureLog bound)
   std::atomic<bool> delivered{false};
+
+  bool cleared() const {
+    // acquire: pairs with the release increment in FailureLog::throw_and_clear.
+    return clears != nullptr && clears->load(std::memory_order_acquire) != epoch;
+  }
 };
 
 /// One (operation, variable) dependency; linked into the variable's wait queue while pending.
@@ -91,6 +100,7 @@ struct alignas(64) OprBlock {
   } body;
   VarSlot inline_slots[kInlineSlots];
   uint64_t profile_id = 0;  ///< non-zero while profiling
+  void* completion_state = nullptr;  ///< the sync engine's wait for an async completion
   std::shared_ptr<ErrorSlot> inherited;  ///< set when skipped because an input carried an error
   OpName name;
   // Profiling (only filled while the profiler is enabled).
@@ -135,8 +145,69 @@ struct alignas(64) OprBlock {
 };
 
 /// Fills op->slots from the read and write lists: duplicates merged, a variable both read and
-/// written kept as a write; reads first. Throws ValueError for a null variable.
-void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name);
+/// written kept as a write; reads first. Throws ValueError for a null or deleted variable (a
+/// stale handle, Note [Variable generations]); `deleting` skips that check for delete_var's own
+/// operation, whose handle delete_var has just retired.
+void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name,
+                 bool deleting = false);
+
+// Note [Variable generations]
+// Variables come from an object pool, so a deleted variable's memory soon holds another one: a
+// bare pointer kept past delete_var would silently act on the newcomer (ABA). The slot stamp of
+// a variable (Note [Slot stamps]) is its generation: new_var hands out (address, stamp), and
+// delete_var retires the handle by moving the stamp on with one compare-and-swap, at the moment
+// it is called, before the variable is destroyed. Every engine entry point compares a handle's
+// generation with the stamp (one load of a line the call touches anyway) before it touches the
+// variable, so a handle used after its delete_var was called is refused with a ValueError, in
+// every build, whether or not the memory was reused yet. The stamp lives outside the object and
+// is never freed, so reading it is safe for any handle the engine ever issued. Not detected: a
+// push that races, unordered, with the delete_var of the same handle on another thread (the
+// caller's own data race).
+
+/// A handle for a freshly created `var`. Call from the thread that created it.
+VarHandle make_var_handle(Var* var);
+/// Whether `handle` still names a variable: not null and not deleted. Thread-safe.
+bool is_live(VarHandle handle);
+/// The variable of `handle`; throws ValueError ("`what`: variable ... was deleted ...") when it
+/// is null or stale.
+Var* live_var(VarHandle handle, std::string_view what);
+/// Retires `handle` (delete_var): true when it was live; false when it was already retired.
+bool retire(VarHandle handle);
+
+// Note [Completion tokens]
+// An asynchronous operation completes exactly once, however often its CallbackOnComplete (a
+// copyable value) is called and whether or not its body throws. When the engine calls the body
+// it reads the operation block's slot stamp (Note [Slot stamps]) as the completion's token and
+// puts it in the callback. Completing means winning one compare-and-swap of the stamp from the
+// token to token + 1: the callback's first call, or the engine when the body throws first. A
+// later call (or a body that throws after calling back) loses it and releases nothing; since the
+// stamp never goes back, this holds also after the block was freed and reused by another
+// operation (whose callbacks carry a newer token).
+
+/// The token for the completion of `op`, whose body is about to be called.
+uint64_t completion_token(OprBlock* op);
+/// Claims the completion of `op` for `token`: true for exactly one caller. Thread-safe.
+bool claim_completion(OprBlock* op, uint64_t token);
+
+/// Marks the calling thread as running the body of `op` with `token` (nests), so that a
+/// misused callback called there can name the operation.
+class AsyncBodyScope {
+ public:
+  AsyncBodyScope(const OprBlock* op, uint64_t token);
+  ~AsyncBodyScope();
+  AsyncBodyScope(const AsyncBodyScope&) = delete;
+  AsyncBodyScope& operator=(const AsyncBodyScope&) = delete;
+
+ private:
+  const OprBlock* previous_op_;
+  uint64_t previous_token_;
+};
+
+class FailureLog;
+/// Makes `log` the place where completion-contract violations of callbacks issued by `engine`
+/// are recorded; unregister before the log is destroyed. Thread-safe.
+void register_failure_log(const void* engine, FailureLog* log);
+void unregister_failure_log(const void* engine);
 
 /// Thread-local depth of engine-operation calls on this thread (for the wait-inside-op check).
 struct OperationScope {
@@ -150,8 +221,9 @@ void check_not_inside_operation(const char* what);
 /// Records a completed operation in the profiler (call only when op->profile_id != 0).
 void record_op_trace(const OprBlock* op, int64_t end_ns, bool failed);
 
-/// Builds the message of an EngineError.
-std::string describe_failure(const std::string& op_name, std::exception_ptr error);
+/// Builds the message of an EngineError: "operation 'NAME' WHAT_HAPPENED: <error's what()>".
+std::string describe_failure(const std::string& op_name, std::exception_ptr error,
+                             const std::string& what_happened = "failed");
 
 }  // namespace detail
 
@@ -172,9 +244,9 @@ class Var {
   detail::VarSlot* tail = nullptr;
   int32_t running_reads = 0;        ///< granted reads not yet completed
   bool write_running = false;       ///< a granted write not yet completed
-  bool deleted = false;             ///< delete_var was pushed
+  bool deleted = false;             ///< delete_var was pushed (guarded by `lock` / engine mutex)
 
-  bool has_error() const { return error && !error->cleared.load(std::memory_order_acquire); }
+  bool has_error() const { return error && !error->cleared(); }
 };
 
 }  // namespace weft

@@ -56,6 +56,12 @@ class WorkerPool {
 /// more; a pusher publishes its operation and then reads `sleepers_` (both sequentially
 /// consistent), so one of them always sees the other. A worker that takes an operation while
 /// more are queued wakes another sleeper if nobody spins, so queued work is never stranded.
+///
+/// Note [Link in flight]: a push is two steps, the tail exchange and the link store. A producer
+/// preempted between them leaves the queue non-empty (has_work()) but with nothing a consumer can
+/// take. Consumers then back off (Backoff: growing pause runs, then yielding the core on every
+/// try) instead of retrying in a tight loop, which on a loaded machine would keep the preempted
+/// producer from running at all. `stalled_yields()` counts those yields.
 class ReadyQueue {
  public:
   ReadyQueue();
@@ -64,8 +70,12 @@ class ReadyQueue {
   /// `on_idle(about_to_sleep)` runs while the queue is empty: every few spins, and before sleeping.
   OprBlock* pop(const std::function<void(bool)>& on_idle);
   void shutdown();
+  /// Times a consumer yielded its core while waiting for an in-flight link (Note [Link in
+  /// flight]). Thread-safe; for tests and statistics.
+  int64_t stalled_yields() const { return stalled_yields_.load(std::memory_order_relaxed); }
 
  private:
+  friend class ReadyQueueTestPeer;  // tests stop a producer between the push's two steps
   struct Prioritised {
     int32_t priority;
     uint64_t sequence;
@@ -74,6 +84,8 @@ class ReadyQueue {
   OprBlock* try_take();
   OprBlock* try_pop_fifo();  // requires consumer_lock_
   void push_node(OprBlock* node);
+  OprBlock* exchange_tail(OprBlock* node);              // first step of a push
+  static void link(OprBlock* previous, OprBlock* node);  // second step
   bool has_work() const;
   void wake_one();
   static constexpr int kPauseRounds = 64;
@@ -96,7 +108,11 @@ class ReadyQueue {
   std::atomic<int> sleepers_{0};
   std::atomic<int> spinning_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> stalled_yields_{0};
 };
+
+/// Index of the calling thread within its CPU worker pool; -1 on a thread that is no worker.
+int current_worker_index();
 
 /// CPU workers: `num_threads` threads sharing one ReadyQueue.
 class CpuWorkerPool final : public WorkerPool {

@@ -127,7 +127,10 @@ class ExecutorImpl final : public Executor {
  public:
   ExecutorImpl(std::shared_ptr<const Graph> graph, const BindOptions& options,
                std::map<std::string, NDArray, std::less<>> args, std::map<std::string, NDArray, std::less<>> aux)
-      : forward_graph_(std::move(graph)), options_(options), engine_(Runtime::get().engine()) {
+      : forward_graph_(std::move(graph)),
+        options_(options),
+        engine_(Runtime::get().engine()),
+        generation_(Runtime::get().generation()) {
     WEFT_CHECK_AS(NotImplemented, options_.device.type == DeviceType::kCPU)
         << "executor: device " << weft::to_string(options_.device)
         << " has no operator kernels in this build; bind on cpu (graph::place_devices shows the fallback plan)";
@@ -139,6 +142,14 @@ class ExecutorImpl final : public Executor {
   }
 
   ~ExecutorImpl() override {
+    // Note [Executor lifetime]: an executor may outlive the runtime it was bound under
+    // (docs/LIFETIMES.md). Its variables then died with that runtime's engine, which drained
+    // every operation first: there is nothing to wait for and nothing to delete. Its arena keeps
+    // its pool alive (shared_allocator), and its arrays free their memory without the engine.
+    if (!Runtime::is_current(generation_)) {
+      buffer_vars_.clear();
+      return;
+    }
     try {
       engine_.wait_for_var(arena_var_);
     } catch (...) {
@@ -149,6 +160,7 @@ class ExecutorImpl final : public Executor {
   }
 
   void forward(bool is_train) override {
+    check_runtime("forward");
     // A fence: waits for every operation of the previous run (they all read arena_var_), so a
     // run never overwrites arena memory an earlier run still uses.
     engine_.push_sync([](const RunContext&) {}, options_.device, {}, {arena_var_}, FnProperty::kNormal, 0,
@@ -158,6 +170,7 @@ class ExecutorImpl final : public Executor {
   }
 
   void backward(const std::vector<NDArray>& head_grads) override {
+    check_runtime("backward");
     WEFT_CHECK(has_backward_) << "backward: the executor was bound without gradients (set grad_req)";
     WEFT_CHECK(head_grads.empty() || head_grads.size() == grad_info_.head_grad_nodes.size())
         << "backward: " << head_grads.size() << " head gradients for " << grad_info_.head_grad_nodes.size()
@@ -178,6 +191,7 @@ class ExecutorImpl final : public Executor {
   }
 
   bool reshape(const InferInputs& inputs) override {
+    check_runtime("reshape");
     engine_.wait_for_var(arena_var_);
     return setup(inputs);
   }
@@ -339,8 +353,9 @@ class ExecutorImpl final : public Executor {
     plan_ = plan_memory(g, inferred_, GraphPlanOptions{});
     bool reused = false;
     if (!arena_) {
-      std::shared_ptr<Allocator> pool(std::shared_ptr<void>(), &Runtime::get().allocator(options_.device));
-      arena_ = std::make_shared<Arena>(pool, std::max<size_t>(plan_.plan.arena_bytes, 64));
+      // A shared pool: the arena may outlive the runtime (Note [Executor lifetime]).
+      arena_ = std::make_shared<Arena>(Runtime::get().shared_allocator(options_.device),
+                                       std::max<size_t>(plan_.plan.arena_bytes, 64));
     } else {
       reused = !arena_->reserve(std::max<size_t>(plan_.plan.arena_bytes, 64));
     }
@@ -500,9 +515,17 @@ class ExecutorImpl final : public Executor {
                       r.reads, r.writes, FnProperty::kNormal, 0, r.name);
   }
 
+  // Throws when the runtime this executor was bound under is gone (Note [Executor lifetime]).
+  void check_runtime(const char* what) const {
+    WEFT_CHECK(Runtime::is_current(generation_))
+        << "executor " << what << ": the runtime it was bound under was shut down or reset; bind "
+        << "the graph again (an executor outliving its runtime may only be destroyed)";
+  }
+
   std::shared_ptr<const Graph> forward_graph_;
   BindOptions options_;
-  Engine& engine_;
+  Engine& engine_;          // the engine of the runtime bound under
+  uint64_t generation_ = 0;  // that runtime's generation
   std::map<std::string, NDArray, std::less<>> user_arrays_;
   Graph exec_;
   GradientGraph grad_info_;

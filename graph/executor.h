@@ -41,6 +41,11 @@ struct OpTime {
 /// Variables fed to an op input named "label" (loss heads): filled with zeros when not given.
 std::vector<uint32_t> label_variables(const Graph& graph);
 
+/// A graph bound to the runtime's engine and a planned arena. Call from one thread at a time.
+///
+/// Lifetime (docs/LIFETIMES.md): the executor uses the runtime current at bind. It may outlive
+/// shutdown() or Runtime::reset(); it can then only be destroyed (forward/backward/reshape throw
+/// Error), and its arena, arrays and pool are freed safely whenever that happens.
 class Executor {
  public:
   /// Binds `graph`. Arrays given in `args`/`aux` (by variable name) are used as they are (shapes

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct InferInputs {
   /// When > 0: the batch size. It replaces the first dimension of every shape given in `shapes`
   /// and fills a first dimension that `__shape__` leaves unknown (0 or -1).
   int64_t batch = -1;
+  /// When set, every entry inferred completely must fit in this device's memory
+  /// (device_memory_capacity): a larger one throws OutOfMemory naming the node and its shape,
+  /// before anything is allocated. Unset: only weft's size limit is checked (planning for
+  /// another machine).
+  std::optional<Device> device;
 };
 
 /// Inference results, indexed by entry id (Graph::entry_id).
@@ -36,9 +42,12 @@ struct InferResult {
   bool complete() const { return unknown_shapes == 0 && unknown_dtypes == 0; }
 };
 
-/// Runs inference. Contradictions throw ShapeError naming the node (name, index, op) and shapes.
+/// Runs inference. Contradictions throw ShapeError naming the node (name, index, op) and shapes,
+/// as does a shape beyond weft's size limit (Note [Checked sizes] in ops/shape.h) from an input,
+/// a `__shape__` attribute or an op's rule.
 /// With `require_complete`, an entry left unknown throws ShapeError naming the first variable
 /// whose shape is missing (what the caller must supply) or else the first node stuck.
-InferResult infer_shapes_types(const Graph& graph, const InferInputs& inputs, bool require_complete = true);
+InferResult infer_shapes_types(const Graph& graph, const InferInputs& inputs,
+                               bool require_complete = true);
 
 }  // namespace weft::graph

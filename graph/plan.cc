@@ -23,25 +23,46 @@ size_t entry_size(const Graph& g, const InferResult& inferred, uint32_t eid) {
   const DType dtype = inferred.dtypes[eid];
   if (!shape.known() || dtype == DType::kUnknown) {
     const NodeEntry e = g.entry_of(eid);
-    WEFT_THROW(ShapeError) << "memory plan: output " << e.index << " of " << node_label(g, e.node) << " has "
+    WEFT_THROW(ShapeError) << "memory plan: output " << e.index << " of " << node_label(g, e.node)
+                           << " has "
                            << (shape.known() ? "an unknown dtype" : "shape " + shape.to_string())
                            << "; planning needs complete shape and type inference";
   }
-  size_t bytes = dtype_size(dtype);
-  for (int64_t d : shape) {
-    WEFT_CHECK_AS(ShapeError, !__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes))
-        << "memory plan: output " << g.entry_of(eid).index << " of " << node_label(g, g.entry_of(eid).node)
-        << " has shape " << shape << ", too large to address";
+  if (!shape.within_limits()) {
+    const NodeEntry e = g.entry_of(eid);
+    WEFT_THROW(ShapeError) << "memory plan: output " << e.index << " of " << node_label(g, e.node)
+                           << " has shape " << shape
+                           << ", larger than weft's limit for one array (2^56 elements)";
   }
-  return bytes;
+  return shape_bytes(shape, dtype_size(dtype), "memory plan");
+}
+
+// Note [Plan size limit]
+// Each entry is at most 2^56 elements of at most 8 bytes, but a plan adds many of them: offsets
+// and the arena size are sums. Capping the sum of every buffer (aligned) at kMaxPlanBytes keeps
+// every offset and sum inside plan_buffers far from overflowing, and no device comes near it.
+constexpr size_t kMaxPlanBytes = size_t{1} << 60;
+
+// Adds `bytes` to the running total of a plan, or throws OutOfMemory naming `what`.
+void add_plan_bytes(size_t* total, size_t bytes, size_t alignment, const std::string& what) {
+  const size_t aligned =
+      bytes <= kMaxPlanBytes ? (bytes + alignment - 1) / alignment * alignment : kMaxPlanBytes + 1;
+  if (aligned > kMaxPlanBytes - *total) {
+    WEFT_THROW(OutOfMemory) << "memory plan: " << what
+                            << " brings the graph's buffers past 2^60 bytes, more "
+                            << "than any device holds";
+  }
+  *total += aligned;
 }
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const GraphPlanOptions& options) {
+MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
+                       const GraphPlanOptions& options) {
   const Graph& g = graph;
   const uint32_t num_entries = g.num_entries();
-  WEFT_CHECK_AS(ShapeError, inferred.shapes.size() == num_entries && inferred.dtypes.size() == num_entries)
+  WEFT_CHECK_AS(ShapeError,
+                inferred.shapes.size() == num_entries && inferred.dtypes.size() == num_entries)
       << "memory plan: inference results cover " << inferred.shapes.size() << " shapes and "
       << inferred.dtypes.size() << " dtypes, the graph has " << num_entries << " entries";
 
@@ -62,8 +83,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
   }
   for (const NodeEntry& h : g.heads) planned[g.entry_id(h)] = false;
   for (uint32_t eid : options.external) {
-    WEFT_CHECK(eid < num_entries) << "memory plan: external entry " << eid << " out of range (" << num_entries
-                                  << " entries)";
+    WEFT_CHECK(eid < num_entries) << "memory plan: external entry " << eid << " out of range ("
+                                  << num_entries << " entries)";
     planned[eid] = false;
   }
 
@@ -78,6 +99,11 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
 
   std::vector<size_t> in_bytes;
   std::vector<Shape> in_shapes, out_shapes;
+  // See Note [Plan size limit].
+  size_t total_bytes = 0;
+  const size_t alignment = std::max<size_t>(options.plan.alignment, 1);
+  WEFT_CHECK(alignment <= (size_t{1} << 30))
+      << "memory plan: alignment " << alignment << " is too large";
   for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
     const Node& n = g.nodes[nid];
     if (n.is_variable()) continue;
@@ -88,6 +114,9 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
       if (!planned[eid]) continue;
       PlanBuffer b;
       b.bytes = entry_size(g, inferred, eid);
+      add_plan_bytes(&total_bytes, b.bytes, alignment,
+                     "output " + std::to_string(o) + " of " + node_label(g, nid) + " (shape " +
+                         inferred.shapes[eid].to_string() + ")");
       b.first = nid;
       b.last = std::max(last_read[eid], nid);
       mp.entry_bytes[eid] = b.bytes;
@@ -108,7 +137,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
         if (!planned[in_eid] || !planned[out_eid] || last_read[in_eid] != nid) continue;
         if (std::find(mutated.begin(), mutated.end(), i) != mutated.end()) continue;
         if (std::count(n.inputs.begin(), n.inputs.end(), n.inputs[i]) != 1) continue;
-        if (std::find(used_inputs.begin(), used_inputs.end(), in_eid) != used_inputs.end()) continue;
+        if (std::find(used_inputs.begin(), used_inputs.end(), in_eid) != used_inputs.end())
+          continue;
         PlanBuffer& out = mp.buffers[mp.entry_buffer[out_eid]];
         if (out.inplace_from >= 0 || mp.entry_bytes[in_eid] != out.bytes) continue;
         out.inplace_from = mp.entry_buffer[in_eid];
@@ -123,9 +153,14 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
       for (int o = 0; o < num_out; ++o) out_shapes.push_back(inferred.shapes[g.entry_id(nid, o)]);
       size_t bytes = 0;
       for (const ResourceRequest& r : request(*n.op_attrs, in_shapes, out_shapes)) {
-        if (r.kind == ResourceRequest::Kind::kWorkspace) bytes += r.bytes;
+        if (r.kind != ResourceRequest::Kind::kWorkspace) continue;
+        WEFT_CHECK_AS(OutOfMemory, r.bytes <= kMaxPlanBytes - bytes)
+            << "memory plan: the workspace of " << node_label(g, nid)
+            << " is larger than 2^60 bytes";
+        bytes += r.bytes;
       }
       if (bytes > 0) {
+        add_plan_bytes(&total_bytes, bytes, alignment, "the workspace of " + node_label(g, nid));
         PlanBuffer b;
         b.bytes = bytes;
         b.first = b.last = nid;
@@ -148,7 +183,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const Gr
   }
   for (uint32_t eid = 0; eid < num_entries; ++eid) {
     const int32_t b = mp.entry_buffer[eid];
-    if (b >= 0 && mp.plan.inplace[b]) mp.entry_inplace_of[eid] = entry_of_buffer[mp.buffers[b].inplace_from];
+    if (b >= 0 && mp.plan.inplace[b])
+      mp.entry_inplace_of[eid] = entry_of_buffer[mp.buffers[b].inplace_from];
   }
   for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
     const int32_t b = mp.workspace_buffer[nid];
@@ -182,14 +218,15 @@ std::string describe_plan(const Graph& graph, const MemoryPlan& plan) {
   }
 
   std::ostringstream os;
-  os << "memory plan: " << nbuf << " buffers (" << entries << " entries, " << workspaces << " workspaces), "
-     << inplace << " in place\n";
+  os << "memory plan: " << nbuf << " buffers (" << entries << " entries, " << workspaces
+     << " workspaces), " << inplace << " in place\n";
   os << "  buffer      offset        bytes  steps        what\n";
   char line[96];
   for (size_t b = 0; b < nbuf; ++b) {
     const PlanBuffer& buf = plan.buffers[b];
     const size_t offset = b < plan.plan.offsets.size() ? plan.plan.offsets[b] : 0;
-    std::snprintf(line, sizeof line, "  %6zu %11zu %12zu  %5u..%-5u  ", b, offset, buf.bytes, buf.first, buf.last);
+    std::snprintf(line, sizeof line, "  %6zu %11zu %12zu  %5u..%-5u  ", b, offset, buf.bytes,
+                  buf.first, buf.last);
     os << line << what[b] << "\n";
   }
   std::snprintf(line, sizeof line, "%.4f", plan.plan.ratio());

@@ -15,10 +15,31 @@
 namespace weft::graph {
 namespace {
 
-size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
+size_t align_up(size_t bytes, size_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+// Note [Plan size limit] (plan.cc): the sum of every aligned buffer stays at most 2^60 bytes, so
+// no offset, block size or arena size computed here can overflow.
+constexpr size_t kMaxPlanBytes = size_t{1} << 60;
 
 void check_options(const PlanOptions& options) {
-  WEFT_CHECK(options.alignment > 0) << "memory plan: alignment must be positive, got " << options.alignment;
+  WEFT_CHECK(options.alignment > 0)
+      << "memory plan: alignment must be positive, got " << options.alignment;
+  WEFT_CHECK(options.alignment <= (size_t{1} << 30))
+      << "memory plan: alignment " << options.alignment << " is larger than 2^30";
+}
+
+void check_total(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
+  size_t total = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const size_t bytes = buffers[i].bytes;
+    WEFT_CHECK_AS(OutOfMemory, bytes <= kMaxPlanBytes &&
+                                   align_up(bytes, options.alignment) <= kMaxPlanBytes - total)
+        << "memory plan: buffer " << i << " (" << bytes
+        << " bytes) brings the buffers past 2^60 bytes in total";
+    total += align_up(bytes, options.alignment);
+  }
 }
 
 // Note [In-place groups]
@@ -45,12 +66,12 @@ void validate(const std::vector<PlanBuffer>& buffers) {
       << "memory plan: too many buffers (" << n << ")";
   for (size_t i = 0; i < n; ++i) {
     const PlanBuffer& b = buffers[i];
-    WEFT_CHECK(b.first <= b.last) << "memory plan: buffer " << i << " is written at step " << b.first
-                                  << " after its last read at step " << b.last;
-    WEFT_CHECK(b.inplace_from < static_cast<int64_t>(n) && b.inplace_from != static_cast<int64_t>(i) &&
-               b.inplace_from >= -1)
-        << "memory plan: buffer " << i << " names buffer " << b.inplace_from << " as its in-place source ("
-        << n << " buffers)";
+    WEFT_CHECK(b.first <= b.last) << "memory plan: buffer " << i << " is written at step "
+                                  << b.first << " after its last read at step " << b.last;
+    WEFT_CHECK(b.inplace_from < static_cast<int64_t>(n) &&
+               b.inplace_from != static_cast<int64_t>(i) && b.inplace_from >= -1)
+        << "memory plan: buffer " << i << " names buffer " << b.inplace_from
+        << " as its in-place source (" << n << " buffers)";
   }
 }
 
@@ -76,8 +97,8 @@ Groups groups_from_flags(const std::vector<PlanBuffer>& buffers, const std::vect
     const PlanBuffer& buf = buffers[b];
     if (inplace[b]) {
       const int32_t src = g.group_of[buf.inplace_from];
-      WEFT_ICHECK(src >= 0) << "memory plan: buffer " << b << " is in place of buffer " << buf.inplace_from
-                            << ", which is written later";
+      WEFT_ICHECK(src >= 0) << "memory plan: buffer " << b << " is in place of buffer "
+                            << buf.inplace_from << ", which is written later";
       g.group_of[b] = src;
       g.ghi[src] = std::max(g.ghi[src], buf.last);
       g.gsize[src] = std::max(g.gsize[src], g.size[b]);
@@ -122,7 +143,8 @@ detail::Blocks to_blocks(const Groups& g) {
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   auto index = [&](uint32_t step) {
-    return static_cast<uint32_t>(std::lower_bound(steps.begin(), steps.end(), step) - steps.begin());
+    return static_cast<uint32_t>(std::lower_bound(steps.begin(), steps.end(), step) -
+                                 steps.begin());
   };
   detail::Blocks blocks;
   blocks.size = g.gsize;
@@ -136,7 +158,9 @@ detail::Blocks to_blocks(const Groups& g) {
   return blocks;
 }
 
-size_t sum_sizes(const Groups& g) { return std::accumulate(g.size.begin(), g.size.end(), size_t{0}); }
+size_t sum_sizes(const Groups& g) {
+  return std::accumulate(g.size.begin(), g.size.end(), size_t{0});
+}
 
 // The figures every plan reports, and the in-place flags.
 BufferPlan plan_figures(const Groups& g) {
@@ -152,6 +176,7 @@ BufferPlan plan_figures(const Groups& g) {
 BufferPlan plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
   check_options(options);
   validate(buffers);
+  check_total(buffers, options);
   const Groups g = resolve_groups(buffers, options);
   BufferPlan plan = plan_figures(g);
   std::vector<size_t> group_offsets;
@@ -168,9 +193,11 @@ BufferPlan plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOption
 // the smallest free block of at least its size within a factor of 16, else the largest free block
 // above size/16 (growing it), else a new block. Blocks never move, so the arena is the sum of the
 // blocks' final sizes. In-place pairs share a block as in weft's plan.
-BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, const PlanOptions& options) {
+BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers,
+                                      const PlanOptions& options) {
   check_options(options);
   validate(buffers);
+  check_total(buffers, options);
   const Groups g = resolve_groups(buffers, options);
   constexpr size_t kMatchRange = 16;
 
@@ -179,8 +206,10 @@ BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, co
   std::vector<int32_t> by_first(ng), by_last(ng);
   std::iota(by_first.begin(), by_first.end(), 0);
   std::iota(by_last.begin(), by_last.end(), 0);
-  std::stable_sort(by_first.begin(), by_first.end(), [&](int32_t a, int32_t b) { return g.glo[a] < g.glo[b]; });
-  std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t a, int32_t b) { return g.ghi[a] < g.ghi[b]; });
+  std::stable_sort(by_first.begin(), by_first.end(),
+                   [&](int32_t a, int32_t b) { return g.glo[a] < g.glo[b]; });
+  std::stable_sort(by_last.begin(), by_last.end(),
+                   [&](int32_t a, int32_t b) { return g.ghi[a] < g.ghi[b]; });
 
   std::vector<size_t> block_size;
   std::vector<int32_t> block_of(ng, -1);
@@ -189,7 +218,8 @@ BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, co
   while (fi < ng || li < ng) {
     // All writes of a step come before its releases: a buffer read for the last time at step t
     // is still needed while step t writes its outputs.
-    const uint32_t step = fi < ng ? std::min(g.glo[by_first[fi]], g.ghi[by_last[li]]) : g.ghi[by_last[li]];
+    const uint32_t step =
+        fi < ng ? std::min(g.glo[by_first[fi]], g.ghi[by_last[li]]) : g.ghi[by_last[li]];
     for (; fi < ng && g.glo[by_first[fi]] == step; ++fi) {
       const int32_t k = by_first[fi];
       const size_t size = g.gsize[k];
@@ -234,43 +264,48 @@ BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, co
 
 // ---- the checker ------------------------------------------------------------------------------
 
-void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan, const PlanOptions& options) {
+void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan,
+                       const PlanOptions& options) {
   check_options(options);
   validate(buffers);
+  check_total(buffers, options);
   const size_t n = buffers.size();
   const size_t align = options.alignment;
   WEFT_ICHECK(plan.offsets.size() == n && plan.inplace.size() == n)
-      << "memory plan: " << plan.offsets.size() << " offsets and " << plan.inplace.size() << " in-place flags for "
-      << n << " buffers";
+      << "memory plan: " << plan.offsets.size() << " offsets and " << plan.inplace.size()
+      << " in-place flags for " << n << " buffers";
   // In-place pairs: valid requests, each source taken once, the same memory.
   std::vector<bool> taken(n, false);
   for (size_t b = 0; b < n; ++b) {
     if (!plan.inplace[b]) continue;
     const int32_t a = buffers[b].inplace_from;
-    WEFT_ICHECK(options.allow_inplace && a >= 0) << "memory plan: buffer " << b << " is marked in place but "
-                                                 << (a < 0 ? "requested no source" : "in-place is off");
-    WEFT_ICHECK(!taken[a]) << "memory plan: buffer " << a << " is taken over in place by two buffers";
+    WEFT_ICHECK(options.allow_inplace && a >= 0)
+        << "memory plan: buffer " << b << " is marked in place but "
+        << (a < 0 ? "requested no source" : "in-place is off");
+    WEFT_ICHECK(!taken[a]) << "memory plan: buffer " << a
+                           << " is taken over in place by two buffers";
     taken[a] = true;
     WEFT_ICHECK(buffers[a].last == buffers[b].first && buffers[a].first < buffers[b].first)
         << "memory plan: buffer " << b << " (steps " << buffers[b].first << ".." << buffers[b].last
-        << ") is in place of buffer " << a << " (steps " << buffers[a].first << ".." << buffers[a].last
-        << "), which does not die where it is written";
+        << ") is in place of buffer " << a << " (steps " << buffers[a].first << ".."
+        << buffers[a].last << "), which does not die where it is written";
     WEFT_ICHECK(align_up(buffers[a].bytes, align) == align_up(buffers[b].bytes, align))
-        << "memory plan: buffer " << b << " (" << buffers[b].bytes << " bytes) is in place of buffer " << a << " ("
-        << buffers[a].bytes << " bytes)";
+        << "memory plan: buffer " << b << " (" << buffers[b].bytes
+        << " bytes) is in place of buffer " << a << " (" << buffers[a].bytes << " bytes)";
     WEFT_ICHECK(plan.offsets[a] == plan.offsets[b])
-        << "memory plan: buffer " << b << " is in place of buffer " << a << " but has offset " << plan.offsets[b]
-        << ", not " << plan.offsets[a];
+        << "memory plan: buffer " << b << " is in place of buffer " << a << " but has offset "
+        << plan.offsets[b] << ", not " << plan.offsets[a];
   }
   const Groups g = groups_from_flags(buffers, plan.inplace, align);
 
   // Alignment and bounds.
   for (size_t b = 0; b < n; ++b) {
-    WEFT_ICHECK(plan.offsets[b] % align == 0)
-        << "memory plan: buffer " << b << " has offset " << plan.offsets[b] << ", not a multiple of " << align;
-    WEFT_ICHECK(plan.offsets[b] + g.size[b] <= plan.arena_bytes)
-        << "memory plan: buffer " << b << " (" << g.size[b] << " bytes at offset " << plan.offsets[b]
-        << ") ends past the arena of " << plan.arena_bytes << " bytes";
+    WEFT_ICHECK(plan.offsets[b] % align == 0) << "memory plan: buffer " << b << " has offset "
+                                              << plan.offsets[b] << ", not a multiple of " << align;
+    WEFT_ICHECK(plan.offsets[b] <= plan.arena_bytes &&
+                g.size[b] <= plan.arena_bytes - plan.offsets[b])
+        << "memory plan: buffer " << b << " (" << g.size[b] << " bytes at offset "
+        << plan.offsets[b] << ") ends past the arena of " << plan.arena_bytes << " bytes";
   }
 
   // Overlaps: sweep the steps, comparing each buffer with those still alive when it is written.
@@ -286,9 +321,10 @@ void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan&
         if (g.group_of[a] == g.group_of[b]) continue;
         const size_t alo = plan.offsets[a], ahi = alo + g.size[a];
         WEFT_ICHECK(ahi <= lo || hi <= alo)
-            << "memory plan: buffers " << a << " (steps " << buffers[a].first << ".." << buffers[a].last << ", bytes "
-            << alo << ".." << ahi << ") and " << b << " (steps " << buf.first << ".." << buf.last << ", bytes " << lo
-            << ".." << hi << ") are alive at once and overlap";
+            << "memory plan: buffers " << a << " (steps " << buffers[a].first << ".."
+            << buffers[a].last << ", bytes " << alo << ".." << ahi << ") and " << b << " (steps "
+            << buf.first << ".." << buf.last << ", bytes " << lo << ".." << hi
+            << ") are alive at once and overlap";
       }
       alive.push_back(b);
     }
@@ -296,10 +332,10 @@ void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan&
 
   // The figures.
   const size_t lower_bound = detail::peak_live_bytes(to_blocks(g));
-  WEFT_ICHECK(plan.lower_bound == lower_bound)
-      << "memory plan: lower bound " << plan.lower_bound << ", the live bytes peak at " << lower_bound;
-  WEFT_ICHECK(plan.no_reuse == sum_sizes(g))
-      << "memory plan: no-reuse total " << plan.no_reuse << ", the buffers add up to " << sum_sizes(g);
+  WEFT_ICHECK(plan.lower_bound == lower_bound) << "memory plan: lower bound " << plan.lower_bound
+                                               << ", the live bytes peak at " << lower_bound;
+  WEFT_ICHECK(plan.no_reuse == sum_sizes(g)) << "memory plan: no-reuse total " << plan.no_reuse
+                                             << ", the buffers add up to " << sum_sizes(g);
 }
 
 }  // namespace weft::graph

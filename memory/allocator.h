@@ -48,6 +48,14 @@ std::shared_ptr<Allocator> make_pinned_allocator();
 /// without CUDA; allocate() throws OutOfMemory when the device is absent or full.
 std::shared_ptr<Allocator> make_cuda_allocator(int ordinal);
 
+/// Throws OutOfMemory "<what>: <bytes> do not fit in <device>, which has <capacity> in total"
+/// when `bytes` exceeds device_memory_capacity(device); checks nothing when the capacity is
+/// unknown (0). Allocators call it before asking the system, and callers that know what the
+/// bytes are for (an array's shape, a graph node) call it first with a better `what`, so that
+/// an impossible request is a clear error instead of a failed, or under a sanitizer aborting,
+/// allocation. Thread-safe.
+void check_fits_device(size_t bytes, Device device, const std::string& what);
+
 namespace detail {
 /// Validates an alignment and returns the effective one (>= kDefaultAlignment).
 size_t checked_alignment(size_t alignment);

@@ -15,6 +15,8 @@ Arena::Arena(std::shared_ptr<Allocator> allocator, size_t capacity) : Arena(std:
 
 bool Arena::reserve(size_t capacity) {
   if (block_ && capacity <= capacity_) return false;
+  // An arena that cannot fit on the device at all fails here, before anything is given back.
+  check_fits_device(capacity, device(), "arena (a graph's static memory plan)");
   DataPtr grown;
   try {
     grown = allocator_->allocate(capacity, kDefaultAlignment);

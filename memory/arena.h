@@ -22,7 +22,8 @@ class Arena {
 
   /// Ensures at least `capacity` bytes. Keeps the current block when it is large enough
   /// (returns false: existing pointers stay valid), else replaces it (returns true: pointers
-  /// taken before are invalid). Throws OutOfMemory from the allocator.
+  /// taken before are invalid). Throws OutOfMemory when `capacity` exceeds the device's total
+  /// memory (check_fits_device; the current block is kept) or from the allocator.
   bool reserve(size_t capacity);
 
   /// The address of the range [offset, offset + bytes). Throws ValueError naming the range and

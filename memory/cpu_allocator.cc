@@ -43,12 +43,21 @@ std::string format_bytes(size_t bytes) {
 
 }  // namespace detail
 
+void check_fits_device(size_t bytes, Device device, const std::string& what) {
+  const size_t capacity = device_memory_capacity(device);
+  if (capacity == 0 || bytes <= capacity) return;
+  WEFT_THROW(OutOfMemory) << what << ": " << bytes << " bytes (" << detail::format_bytes(bytes)
+                          << ") do not fit in " << to_string(device) << ", which has " << capacity
+                          << " bytes (" << detail::format_bytes(capacity) << ") in total";
+}
+
 namespace {
 
 class CpuAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t bytes, size_t alignment) override {
     size_t align = detail::effective_alignment(alignment);
+    check_fits_device(bytes, Device::cpu(), "cpu allocator");
     size_t size = detail::round_up(bytes == 0 ? 1 : bytes, align);
     void* ptr = std::aligned_alloc(align, size);
     if (ptr == nullptr) {

@@ -9,7 +9,6 @@ namespace weft {
 
 namespace {
 
-
 class PinnedAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t bytes, size_t alignment) override {
@@ -18,12 +17,15 @@ class PinnedAllocator final : public Allocator {
     void* ptr = nullptr;
     // cudaHostAlloc returns page-aligned memory, which satisfies every allowed alignment
     // up to the page size; larger alignments are rejected below.
-    WEFT_CHECK(align <= 4096) << "pinned allocator: alignment " << align << " exceeds the page size";
+    WEFT_CHECK(align <= 4096) << "pinned allocator: alignment " << align
+                              << " exceeds the page size";
+    check_fits_device(bytes, Device{DeviceType::kCUDAHost, 0}, "pinned allocator");
     cudaError_t status = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
     if (status != cudaSuccess) {
       cudaGetLastError();  // clear the sticky error state of this thread
-      WEFT_THROW(OutOfMemory) << "pinned allocator: cudaHostAlloc of " << detail::format_bytes(bytes)
-                              << " (" << bytes << " bytes) failed: " << cudaGetErrorString(status);
+      WEFT_THROW(OutOfMemory) << "pinned allocator: cudaHostAlloc of "
+                              << detail::format_bytes(bytes) << " (" << bytes
+                              << " bytes) failed: " << cudaGetErrorString(status);
     }
     return DataPtr(ptr, size, Device{DeviceType::kCUDAHost, 0}, nullptr,
                    [](void*, void* p, size_t) noexcept { cudaFreeHost(p); });
@@ -39,6 +41,7 @@ class CudaAllocator final : public Allocator {
   DataPtr allocate(size_t bytes, size_t alignment) override {
     size_t align = detail::effective_alignment(alignment);
     WEFT_CHECK(align <= 256 * 1024) << "cuda allocator: alignment " << align << " is not supported";
+    check_fits_device(bytes, Device::cuda(ordinal_), "cuda allocator");
     size_t size = detail::round_up(bytes == 0 ? 1 : bytes, align);
     CudaDeviceGuard guard(ordinal_);
     void* ptr = nullptr;

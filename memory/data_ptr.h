@@ -11,6 +11,10 @@ namespace weft {
 /// Owns a piece of memory and knows how to give it back: pointer, size in bytes, device, and a
 /// deleter with its context (in the spirit of PyTorch's DataPtr). Move-only. Destroying it runs
 /// the deleter. Not thread-safe: one owner at a time (move it between threads freely).
+///
+/// Lifetime: the deleter and its context must stay valid for as long as the DataPtr lives. The
+/// allocators in memory/ keep that promise even when the allocator object is destroyed first:
+/// a PooledAllocator orphans the shards its blocks point to (docs/LIFETIMES.md).
 class DataPtr {
  public:
   /// Gives the memory back; `context` is whatever the allocator stored. Must not throw.

@@ -91,11 +91,15 @@ struct PoolStats {
 /// the cache and retries once, then throws OutOfMemory naming the size and the pool's state.
 ///
 /// Thread-safe. Allocation and free take one arena's lock (a spin lock; arenas are per thread
-/// group), never one global lock. A DataPtr may be freed on any thread; it must not outlive the
-/// pool.
+/// group), never one global lock. A DataPtr may be freed on any thread, and may outlive the pool:
+/// a pool destroyed with blocks still out gives back its cache and orphans the shards that hold
+/// them, which free each block when it comes back and return every byte upstream (Note
+/// [Orphaned shards] in memory/pool_shard.cc; docs/LIFETIMES.md). The destructor must not run
+/// concurrently with a free of one of its blocks.
 class PooledAllocator final : public Allocator {
  public:
   PooledAllocator(std::shared_ptr<Allocator> upstream, PoolConfig config = {});
+  /// Empties the cache; blocks still out stay valid (see above).
   ~PooledAllocator() override;
 
   DataPtr allocate(size_t bytes, size_t alignment = kDefaultAlignment) override;
@@ -135,6 +139,8 @@ class PooledAllocator final : public Allocator {
   Block* merge_neighbours(Shard& shard, void* bins, Block* block);
   void consolidate(Shard& shard);
   static void free_block(void* context, void* ptr, size_t size) noexcept;
+  static void free_orphaned(Block* block) noexcept;
+  void orphan_shards() noexcept;
   void trace_counters() const;
   void free_block_impl(Block* block) noexcept;
 

@@ -24,14 +24,23 @@ struct LoadedArrays {
 /// densified; "none" arrays load as none NDArrays. Throws ValueError naming file, offset and
 /// problem on malformed input.
 LoadedArrays load_arrays(const std::string& path, Device device = Device::cpu());
+/// Like load_arrays for `size` bytes at `data` (not retained); `what` names the source in error
+/// messages. A record whose shape is beyond weft's limits (Note [Checked sizes]) throws
+/// ShapeError, and one larger than the device's memory OutOfMemory, naming the array (index and
+/// name) and its shape, before anything is allocated for it. Thread-safe.
+LoadedArrays load_arrays_from_memory(const void* data, size_t size, const std::string& what,
+                                     Device device = Device::cpu());
 /// Saves a dict (waits for pending writes of each array first). V2 records unless `v3`.
-void save_arrays(const std::string& path, const std::vector<std::pair<std::string, NDArray>>& arrays,
-                 bool v3 = false);
+void save_arrays(const std::string& path,
+                 const std::vector<std::pair<std::string, NDArray>>& arrays, bool v3 = false);
 /// Saves a list.
 void save_arrays(const std::string& path, const std::vector<NDArray>& arrays, bool v3 = false);
 
 /// Reads / writes one array as `.npy` (little-endian, C order).
 NDArray load_npy_array(const std::string& path, Device device = Device::cpu());
+/// Like load_npy_array for `size` bytes at `data` (not retained); `what` names the source.
+NDArray load_npy_array_from_memory(const void* data, size_t size, const std::string& what,
+                                   Device device = Device::cpu());
 void save_npy_array(const std::string& path, const NDArray& array);
 
 }  // namespace weft

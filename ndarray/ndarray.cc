@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "base/profiler.h"
+#include "devices/device_api.h"
+#include "memory/allocator.h"
 #include "ndarray/autograd.h"
 #include "ndarray/runtime.h"
 
@@ -40,7 +42,18 @@ std::shared_ptr<detail::Storage> allocate_storage(size_t bytes, Device device) {
 
 NDArray NDArray::empty(const Shape& shape, DType dtype, Device device) {
   WEFT_CHECK(shape.known()) << "NDArray::empty: shape " << shape << " is not fully known";
-  return NDArray(allocate_storage(static_cast<size_t>(shape.size()) * dtype_size(dtype), device), shape, dtype);
+  // Note [Checked sizes]: a shape beyond the limits, or an array larger than the device, is an
+  // error naming the shape before anything is allocated.
+  const size_t bytes = shape_bytes(shape, dtype_size(dtype), "NDArray::empty");
+  const size_t capacity = device_memory_capacity(device);
+  if (capacity != 0 && bytes > capacity) {
+    WEFT_THROW(OutOfMemory) << "NDArray::empty: an array of shape " << shape << " "
+                            << dtype_name(dtype) << " needs " << bytes << " bytes ("
+                            << detail::format_bytes(bytes) << "), more than "
+                            << weft::to_string(device) << " has in total ("
+                            << detail::format_bytes(capacity) << ")";
+  }
+  return NDArray(allocate_storage(bytes, device), shape, dtype);
 }
 
 static AttrMap creation_attrs(const Shape& shape, DType dtype) {
@@ -77,14 +90,17 @@ NDArray NDArray::normal(const Shape& shape, double loc, double scale, DType dtyp
   return create("_random_normal", std::move(a), device);
 }
 NDArray NDArray::arange(double start, double stop, double step, DType dtype, Device device) {
-  AttrMap a{{"start", format_float_attr(start)}, {"stop", format_float_attr(stop)},
-            {"step", format_float_attr(step)}, {"dtype", dtype_name(dtype)}};
+  AttrMap a{{"start", format_float_attr(start)},
+            {"stop", format_float_attr(stop)},
+            {"step", format_float_attr(step)},
+            {"dtype", dtype_name(dtype)}};
   return create("_arange", std::move(a), device);
 }
 
 NDArray NDArray::from_host(const void* data, const Shape& shape, DType dtype, Device device) {
-  WEFT_CHECK(device.type == DeviceType::kCPU) << "NDArray::from_host: only CPU arrays can be filled from host "
-                                                 "memory directly; copy_to() the device afterwards";
+  WEFT_CHECK(device.type == DeviceType::kCPU)
+      << "NDArray::from_host: only CPU arrays can be filled from host "
+         "memory directly; copy_to() the device afterwards";
   NDArray a = empty(shape, dtype, device);
   // A fresh var has no pending operations: the copy can happen right here.
   if (a.nbytes() > 0) std::memcpy(a.raw_data(), data, a.nbytes());
@@ -126,11 +142,12 @@ NDArray NDArray::reshape(const Shape& shape) const {
     }
   }
   if (unknown >= 0) {
-    WEFT_CHECK(known > 0 && size() % known == 0) << "NDArray::reshape: cannot reshape " << shape_ << " to " << shape;
+    WEFT_CHECK(known > 0 && size() % known == 0)
+        << "NDArray::reshape: cannot reshape " << shape_ << " to " << shape;
     s[unknown] = size() / known;
   }
-  WEFT_CHECK_AS(ShapeError, s.size() == size())
-      << "NDArray::reshape: cannot reshape " << shape_ << " (" << size() << " elements) to " << shape;
+  WEFT_CHECK_AS(ShapeError, s.size() == size()) << "NDArray::reshape: cannot reshape " << shape_
+                                                << " (" << size() << " elements) to " << shape;
   NDArray v(storage_, s, dtype_, byte_offset_);
   return v;
 }
@@ -139,7 +156,8 @@ NDArray NDArray::slice(int64_t begin, int64_t end) const {
   check_not_none("slice");
   WEFT_CHECK(ndim() >= 1) << "NDArray::slice: a 0-d array cannot be sliced";
   WEFT_CHECK(0 <= begin && begin <= end && end <= shape_[0])
-      << "NDArray::slice: [" << begin << ", " << end << ") is out of range for first dimension " << shape_[0];
+      << "NDArray::slice: [" << begin << ", " << end << ") is out of range for first dimension "
+      << shape_[0];
   Shape s = shape_;
   s[0] = end - begin;
   const size_t row = static_cast<size_t>(shape_.prod(1, ndim())) * dtype_size(dtype_);
@@ -179,9 +197,10 @@ NDArray NDArray::copy_to(Device device) const {
 void NDArray::copy_to(NDArray& dst) const {
   check_not_none("copy_to");
   WEFT_CHECK_AS(ShapeError, dst.shape() == shape_ && dst.dtype() == dtype_)
-      << "NDArray::copy_to: destination is " << dst.shape() << " " << dtype_name(dst.dtype()) << ", source is "
-      << shape_ << " " << dtype_name(dtype_);
-  WEFT_CHECK_AS(NotImplemented, device().type == DeviceType::kCPU && dst.device().type == DeviceType::kCPU)
+      << "NDArray::copy_to: destination is " << dst.shape() << " " << dtype_name(dst.dtype())
+      << ", source is " << shape_ << " " << dtype_name(dtype_);
+  WEFT_CHECK_AS(NotImplemented,
+                device().type == DeviceType::kCPU && dst.device().type == DeviceType::kCPU)
       << "NDArray::copy_to: copies involving " << weft::to_string(device()) << " and "
       << weft::to_string(dst.device()) << " need the CUDA engine (not built yet)";
   if (dst.shares_storage_with(*this) && dst.byte_offset_ == byte_offset_) return;
@@ -198,7 +217,8 @@ void NDArray::wait_to_write() const { wait_to_read(); }
 
 void NDArray::copy_to_host(void* dst, size_t bytes) const {
   check_not_none("copy_to_host");
-  WEFT_CHECK(bytes == nbytes()) << "NDArray::copy_to_host: buffer has " << bytes << " bytes, array has " << nbytes();
+  WEFT_CHECK(bytes == nbytes()) << "NDArray::copy_to_host: buffer has " << bytes
+                                << " bytes, array has " << nbytes();
   WEFT_CHECK_AS(NotImplemented, device().type == DeviceType::kCPU)
       << "NDArray::copy_to_host: reading a device array needs the CUDA engine";
   wait_to_read();
@@ -225,9 +245,11 @@ double NDArray::item() const {
 std::string NDArray::to_string(int max_elements) const {
   std::ostringstream os;
   if (is_none()) return "NDArray(none)";
-  os << "NDArray " << shape_ << " " << dtype_name(dtype_) << " @" << weft::to_string(device()) << "\n[";
+  os << "NDArray " << shape_ << " " << dtype_name(dtype_) << " @" << weft::to_string(device())
+     << "\n[";
   auto v = to_doubles();
-  for (size_t i = 0; i < v.size() && static_cast<int>(i) < max_elements; ++i) os << (i ? ", " : "") << v[i];
+  for (size_t i = 0; i < v.size() && static_cast<int>(i) < max_elements; ++i)
+    os << (i ? ", " : "") << v[i];
   if (static_cast<int>(v.size()) > max_elements) os << ", ...";
   os << "]";
   return os.str();

@@ -1,83 +1,214 @@
-// The process-wide imperative runtime.
+// The process-wide imperative runtime: creation on first use, shutdown/reset, and what happens
+// at process exit.
 #include "ndarray/runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include "devices/device_api.h"
 
 namespace weft {
+
+// Note [Runtime teardown]
+// (The contract is docs/LIFETIMES.md; this is how it is kept.)
+//
+// Two locks. `lifecycle_mutex` serialises shutdown(), reset() and the exit drain; it is held
+// while waiting for queued work, and nothing that queued work does ever takes it. `runtime_mutex`
+// guards creating and publishing a runtime; it is held only for pointer swaps, never while
+// waiting. (Holding one lock for both was the deadlock: shutdown() held it while the engine
+// drained, and a queued kernel calling Runtime::get() on the then-null pointer blocked on it.)
+//
+// Teardown order: (1) drain the engine while the runtime is still published, so that queued
+// kernels find it through the lock-free fast path; (2) unpublish it under runtime_mutex, leaving
+// a `retiring` pointer that engine operations still running on it can find (work pushed during
+// the drain by another thread); (3) destroy it outside every lock: the engine drains again and
+// joins its workers, then the pools are released. A pool with blocks still out is orphaned and
+// frees them when they come back; arrays of the dead runtime see a generation that is no longer
+// current and free their memory directly, without the engine.
+//
+// Process exit without shutdown(). Static objects are destroyed while the engine's workers keep
+// running, so a kernel still queued at exit could run against a destroyed static (oneDNN's
+// engine and caches, the C library's state) and crash. So the runtime is drained before any
+// static object is destroyed: the thread that calls exit() runs its thread_local destructors
+// before every static destructor and atexit handler, and a thread_local guard armed on the main
+// thread (the first time that thread uses the runtime) drains the engine there. An atexit
+// handler registered when the runtime is created is the fallback for programs whose main thread
+// never uses weft. After the drain the runtime is marked as exiting: alive() is false, so arrays
+// destroyed later (static ones) free their memory directly; the runtime itself, its idle workers
+// and its pools are left in place (reachable from a static, so not a leak), because other
+// threads of the program may still be running and the workers are idle.
+
 namespace {
 std::mutex& runtime_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex();  // leaked: used by exit handlers after statics are gone
+  return *m;
 }
-// Leaked on purpose (see Teardown): never destroyed by static destruction.
+std::mutex& lifecycle_mutex() {
+  static auto* m = new std::mutex();  // leaked, as above
+  return *m;
+}
+// Leaked on purpose: the runtime left in place at exit stays reachable (Note [Runtime teardown]).
 std::unique_ptr<Runtime>& runtime_slot() {
   static auto* slot = new std::unique_ptr<Runtime>();
   return *slot;
 }
 std::atomic<Runtime*> g_runtime{nullptr};
-std::atomic<bool> g_torn_down{false};
+// The runtime being destroyed by shutdown(), for engine operations still running on it.
+std::atomic<Runtime*> g_retiring{nullptr};
+// The generation of g_runtime (0: none), readable without touching the runtime.
+std::atomic<uint64_t> g_current_generation{0};
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_atexit_registered{false};
 std::atomic<uint64_t> g_generation{1};
 // Storage ids stay unique across runtimes, so caches keyed on them never see a reused id.
 std::atomic<uint64_t> g_next_storage_id{1};
+// Whether this thread went through get_slow() once (and armed the exit guard if it is main).
+thread_local bool t_checked_exit_guard = false;  // constant-initialised: no TLS guard
 
-// At exit the runtime is left alive (its workers idle): by the time static destructors run, the
-// main thread's thread-local state that the engine uses (object-pool caches) is already gone, so
-// destroying the engine then is unsafe. weft::shutdown() tears it down properly.
-struct Teardown {
-  ~Teardown() {}
+bool is_main_thread() {
+#if defined(__linux__)
+  return static_cast<pid_t>(::syscall(SYS_gettid)) == ::getpid();
+#else
+  return true;
+#endif
+}
+
+// Waits for every queued operation of `engine`. Errors nobody waited for are reported on stderr
+// (wait_for_all clears them, so the engine could not report them any more).
+void drain(Engine& engine, const char* who) noexcept {
+  try {
+    engine.wait_for_all();
+  } catch (const EngineError& e) {
+    std::fprintf(stderr, "weft: %s: %lld operation(s) failed and %lld were skipped with nobody waiting; first: %s\n",
+                 who, static_cast<long long>(e.failed_count()), static_cast<long long>(e.skipped_count()),
+                 e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft: %s: %s\n", who, e.what());
+  }
+}
+
+// Publishes `next` (may be null) as the runtime and returns the previous one, which stays
+// reachable through g_retiring until the caller clears it. Requires lifecycle_mutex.
+std::unique_ptr<Runtime> swap_runtime(std::unique_ptr<Runtime> next) {
+  std::lock_guard<std::mutex> lock(runtime_mutex());
+  std::unique_ptr<Runtime> old = std::move(runtime_slot());
+  // release: a thread that loads the new pointer sees the runtime fully built.
+  g_retiring.store(old.get(), std::memory_order_release);
+  g_current_generation.store(next ? next->generation() : 0, std::memory_order_release);
+  g_runtime.store(next.get(), std::memory_order_release);
+  runtime_slot() = std::move(next);
+  return old;
+}
+
+// Destroys a runtime taken out by swap_runtime, outside runtime_mutex.
+void retire(std::unique_ptr<Runtime> old) {
+  old.reset();
+  g_retiring.store(nullptr, std::memory_order_release);
+}
+
+// Drains the runtime at process exit (Note [Runtime teardown]). Idempotent.
+void drain_at_exit() noexcept {
+  if (std::getenv("WEFT_DEBUG_NO_EXIT_GUARD") != nullptr) return;  // TEMPORARY: reproduction only
+  if (g_exiting.load(std::memory_order_acquire)) return;
+  if (inside_engine_operation()) return;  // exit() from inside a kernel: nothing can be waited for
+  std::lock_guard<std::mutex> life(lifecycle_mutex());
+  if (g_exiting.exchange(true)) return;
+  Runtime* r = g_runtime.load(std::memory_order_acquire);
+  if (r != nullptr) drain(r->engine(), "exit");
+  std::lock_guard<std::mutex> lock(runtime_mutex());
+  // From now on arrays free their memory without the engine, and get() refuses to build a new
+  // runtime. The runtime stays in runtime_slot(), idle.
+  g_current_generation.store(0, std::memory_order_release);
+  g_runtime.store(nullptr, std::memory_order_release);
+}
+
+struct MainThreadExitGuard {
+  ~MainThreadExitGuard() { drain_at_exit(); }
 };
+
+void arm_exit_guard() {
+  t_checked_exit_guard = true;
+  if (is_main_thread()) {
+    static thread_local MainThreadExitGuard guard;
+    static_cast<void>(guard);
+  }
+}
 }  // namespace
 
 Runtime& Runtime::get() {
-  // Acquire pairs with the release store below: the runtime is fully built when seen.
+  // Acquire pairs with the release store in swap_runtime: the runtime is fully built when seen.
   Runtime* r = g_runtime.load(std::memory_order_acquire);
-  if (r != nullptr) return *r;
-  static Teardown teardown;
+  if (r != nullptr && t_checked_exit_guard) return *r;
+  return get_slow();
+}
+
+Runtime& Runtime::get_slow() {
+  if (!t_checked_exit_guard) arm_exit_guard();
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) return *r;
+  // An operation of a runtime being shut down keeps using that runtime.
+  if (inside_engine_operation()) {
+    if (Runtime* retiring = g_retiring.load(std::memory_order_acquire)) return *retiring;
+  }
   std::lock_guard<std::mutex> lock(runtime_mutex());
-  WEFT_CHECK_AS(Error, !g_torn_down.load()) << "the weft runtime was used after process teardown";
+  WEFT_CHECK_AS(Error, !g_exiting.load())
+      << "the weft runtime was used after process exit began (from a static object's destructor?)";
   if (!runtime_slot()) {
-    runtime_slot() = std::make_unique<Runtime>(RuntimeConfig{});
-    g_runtime.store(runtime_slot().get(), std::memory_order_release);
+    auto fresh = std::make_unique<Runtime>(RuntimeConfig{});
+    g_current_generation.store(fresh->generation(), std::memory_order_release);
+    g_runtime.store(fresh.get(), std::memory_order_release);
+    runtime_slot() = std::move(fresh);
   }
   return *runtime_slot();
 }
 
 void Runtime::reset(const RuntimeConfig& config) {
-  static Teardown teardown;
-  std::lock_guard<std::mutex> lock(runtime_mutex());
-  g_runtime.store(nullptr, std::memory_order_release);
-  runtime_slot().reset();
-  runtime_slot() = std::make_unique<Runtime>(config);
-  g_runtime.store(runtime_slot().get(), std::memory_order_release);
+  WEFT_CHECK(!inside_engine_operation()) << "Runtime::reset called from inside an engine operation";
+  if (!t_checked_exit_guard) arm_exit_guard();
+  std::lock_guard<std::mutex> life(lifecycle_mutex());
+  WEFT_CHECK_AS(Error, !g_exiting.load()) << "Runtime::reset called after process exit began";
+  // Drain first, with the old runtime still published (Note [Runtime teardown]).
+  if (Runtime* old = g_runtime.load(std::memory_order_acquire)) drain(old->engine(), "Runtime::reset");
+  auto next = std::make_unique<Runtime>(config);
+  retire(swap_runtime(std::move(next)));
 }
 
 bool Runtime::alive() { return g_runtime.load(std::memory_order_acquire) != nullptr; }
+
+bool Runtime::is_current(uint64_t generation) {
+  return generation != 0 && g_current_generation.load(std::memory_order_acquire) == generation;
+}
 
 Runtime::Runtime(const RuntimeConfig& config)
     : config_(config),
       cores_(std::max(1, cpu_core_count())),
       engine_(Engine::create(config.engine)),
       generation_(g_generation.fetch_add(1)) {
-  cpu_pool_ = &allocator_slow(Device::cpu());
+  cpu_pool_ = allocator_slow(Device::cpu()).get();
+  // The exit fallback for programs whose main thread never uses weft (Note [Runtime teardown]).
+  if (!g_atexit_registered.exchange(true)) std::atexit([] { drain_at_exit(); });
 }
 
 uint64_t Runtime::next_storage_id() { return g_next_storage_id.fetch_add(1, std::memory_order_relaxed); }
 
 Runtime::~Runtime() {
-  try {
-    engine_->wait_for_all();
-  } catch (const std::exception&) {
-    // Errors nobody waited for; the engine reports them when destroyed.
-  }
+  drain(*engine_, "shutdown");
   for (auto& [device, r] : randoms_) engine_->delete_var(r->var);
-  engine_.reset();  // joins the workers; every storage deletion has run
+  engine_.reset();  // waits for the deletions and joins the workers: no operation runs any more
   randoms_.clear();
+  // Pools with blocks still out are orphaned (memory/pool_shard.cc); pools an executor shares
+  // live on with it.
+  cpu_pool_ = nullptr;
   allocators_.clear();
 }
 
-PooledAllocator& Runtime::allocator_slow(Device device) {
+std::shared_ptr<PooledAllocator> Runtime::allocator_slow(Device device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = allocators_[device];
   if (!slot) {
@@ -89,9 +220,9 @@ PooledAllocator& Runtime::allocator_slow(Device device) {
     } else {
       upstream = make_pinned_allocator();
     }
-    slot = std::make_unique<PooledAllocator>(std::move(upstream), config_.pool);
+    slot = std::make_shared<PooledAllocator>(std::move(upstream), config_.pool);
   }
-  return *slot;
+  return slot;
 }
 
 RandomResource& Runtime::random(Device device) {
@@ -132,10 +263,16 @@ int Runtime::kernel_started() {
 void waitall() { Runtime::get().engine().wait_for_all(); }
 
 void shutdown() {
-  std::lock_guard<std::mutex> lock(runtime_mutex());
-  g_runtime.store(nullptr, std::memory_order_release);
-  runtime_slot().reset();
+  WEFT_CHECK(!inside_engine_operation()) << "shutdown() called from inside an engine operation";
+  std::lock_guard<std::mutex> life(lifecycle_mutex());
+  Runtime* current = g_runtime.load(std::memory_order_acquire);
+  if (current == nullptr) return;
+  // Drain with the runtime still published: queued kernels call Runtime::get() (Note [Runtime
+  // teardown]).
+  drain(current->engine(), "shutdown");
+  retire(swap_runtime(nullptr));
 }
+
 void random_seed(uint64_t seed) { Runtime::get().seed(seed); }
 
 }  // namespace weft

@@ -39,27 +39,46 @@ struct RandomResource {
 
 /// The process-wide imperative runtime. Created on first use with RuntimeConfig{} (the engine
 /// configured from the environment), or explicitly by Runtime::reset. Thread-safe.
+///
+/// Lifetimes (docs/LIFETIMES.md, Note [Runtime teardown] in runtime.cc): shutdown() and reset()
+/// drain queued work before tearing the runtime down, without holding any lock that the work
+/// itself takes. Arrays, executors and pool blocks may outlive the runtime that made them and are
+/// freed safely afterwards; a program that exits without shutdown() drains queued work before any
+/// static object is destroyed.
 class Runtime {
  public:
-  /// The runtime, created on first use.
+  /// The runtime, created on first use. Throws Error once process exit has begun (see
+  /// docs/LIFETIMES.md).
   static Runtime& get();
-  /// Waits for all work, then replaces the runtime with one built from `config`. No NDArray
-  /// created under the old runtime may be used (or still be alive) afterwards.
+  /// Waits for all work, then replaces the runtime with one built from `config`. Arrays and
+  /// executors made under the old runtime may still be destroyed afterwards (their memory goes
+  /// back safely), but not used. Throws Error when called from inside an engine operation.
   static void reset(const RuntimeConfig& config);
-  /// Whether the runtime exists (false after process teardown began).
+  /// Whether a runtime exists: false before first use, after shutdown() and once process exit
+  /// has begun.
   static bool alive();
+  /// Whether the current runtime exists and has generation `generation` (so the engine that
+  /// made a variable under that generation is still running). Thread-safe.
+  static bool is_current(uint64_t generation);
 
   explicit Runtime(const RuntimeConfig& config);
+  /// Waits for the engine's work, destroys the engine (joins its workers), then releases the
+  /// pools: a pool with blocks still out is orphaned and frees them as they come back (Note
+  /// [Orphaned shards] in memory/pool_shard.cc); a pool shared with an executor lives on.
   ~Runtime();
 
   Engine& engine() { return *engine_; }
   const RuntimeConfig& config() const { return config_; }
   /// The pooled allocator of `device` (created on first use). The CPU's is made up front, so
-  /// asking for it takes no lock.
+  /// asking for it takes no lock. The reference is valid while this runtime lives; hold
+  /// shared_allocator() to keep the pool longer.
   PooledAllocator& allocator(Device device) {
     if (device.type == DeviceType::kCPU && cpu_pool_ != nullptr) return *cpu_pool_;
-    return allocator_slow(device);
+    return *allocator_slow(device);
   }
+  /// The same pool, shared: it stays alive (with its cache) for as long as the caller holds it,
+  /// after this runtime is gone (an executor's arena holds its pool this way).
+  std::shared_ptr<PooledAllocator> shared_allocator(Device device) { return allocator_slow(device); }
   /// The random resource of `device` (created on first use, seeded with 0).
   RandomResource& random(Device device);
   /// Reseeds every device's generator; ordered after all draws already pushed. Thread-safe.
@@ -75,13 +94,14 @@ class Runtime {
   void kernel_finished() { running_kernels_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
-  PooledAllocator& allocator_slow(Device device);
+  static Runtime& get_slow();
+  std::shared_ptr<PooledAllocator> allocator_slow(Device device);
   RuntimeConfig config_;
   int cores_;
   PooledAllocator* cpu_pool_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::mutex mutex_;
-  std::unordered_map<Device, std::unique_ptr<PooledAllocator>> allocators_;
+  std::unordered_map<Device, std::shared_ptr<PooledAllocator>> allocators_;
   std::unordered_map<Device, std::unique_ptr<RandomResource>> randoms_;
   uint64_t generation_;
   std::atomic<int> running_kernels_{0};
@@ -90,9 +110,11 @@ class Runtime {
 /// Waits for every pushed operation (Runtime::get().engine().wait_for_all()).
 void waitall();
 /// Waits for all work, then destroys the runtime (engine, pools), writing the profiler trace if
-/// one was configured. Call before the end of main() when a clean teardown matters; no NDArray may
-/// be used afterwards (arrays still alive just release their memory). A later Runtime::get()
-/// creates a new runtime.
+/// one was configured. Work still queued completes first (errors nobody waited for are reported
+/// on stderr). Afterwards arrays and executors still alive may only be destroyed: their memory
+/// goes back safely (docs/LIFETIMES.md). A later Runtime::get() creates a new runtime. Calling
+/// it is optional: exit without it is clean too. Throws Error when called from inside an engine
+/// operation; must not race with other threads still using weft.
 void shutdown();
 /// Seeds the random generators of every device.
 void random_seed(uint64_t seed);

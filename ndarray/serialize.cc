@@ -46,16 +46,6 @@ int num_aux(int storage_type) { return storage_type == 1 ? 1 : storage_type == 2
 
 bool valid_flag(int64_t flag) { return flag >= 0 && flag <= kMaxTypeFlag; }
 
-/// Product of the dimensions times `element_size`, or false on overflow.
-bool checked_bytes(const Shape& shape, size_t element_size, uint64_t* out) {
-  uint64_t n = element_size;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
-  }
-  *out = n;
-  return true;
-}
-
 // ---- reading ----------------------------------------------------------------------------------
 
 /// A cursor over an in-memory file that checks every read against the end and throws ValueError
@@ -176,14 +166,21 @@ DType read_type_flag(ByteReader& r, const std::string& field) {
   return static_cast<DType>(flag);
 }
 
+/// Bytes of `shape`'s elements of `dtype` (Note [Checked sizes] in ops/shape.h); a shape beyond
+/// weft's limits fails through `r` (ValueError naming the source and offset).
+uint64_t data_bytes(const ByteReader& r, size_t at, const Shape& shape, DType dtype,
+                    const std::string& field) {
+  if (!shape.within_limits()) {
+    r.fail(at, cat(field, ": shape ", shape.to_string(),
+                   " is too large (its dimensions multiply to more than 2^56 elements)"));
+  }
+  return shape_bytes(shape, dtype_size(dtype), field);
+}
+
 /// Reads `shape`'s elements of `dtype`, checking the byte count for overflow and truncation.
 std::vector<uint8_t> read_data(ByteReader& r, const Shape& shape, DType dtype,
                                const std::string& field) {
-  uint64_t n = 0;
-  if (!checked_bytes(shape, dtype_size(dtype), &n)) {
-    r.fail(r.offset(), cat(field, ": shape ", shape.to_string(), " of ", dtype_name(dtype),
-                           " overflows a 64-bit byte count"));
-  }
+  const uint64_t n = data_bytes(r, r.offset(), shape, dtype, field);
   return r.read_bytes(n, cat(field, " (", shape.to_string(), " ", dtype_name(dtype), ")"));
 }
 
@@ -310,9 +307,10 @@ void check_payload(const std::string& what, const Shape& shape, DType dtype, siz
   WEFT_CHECK(valid_flag(static_cast<int>(dtype)))
       << what << ": dtype " << dtype_name(dtype) << " (" << static_cast<int>(dtype)
       << ") has no MXNet type flag";
-  uint64_t expected = 0;
-  WEFT_CHECK(checked_bytes(shape, dtype_size(dtype), &expected))
-      << what << ": shape " << shape.to_string() << " overflows a 64-bit byte count";
+  WEFT_CHECK(shape.within_limits())
+      << what << ": shape " << shape.to_string()
+      << " is too large (its dimensions multiply to more than 2^56 elements)";
+  const uint64_t expected = shape_bytes(shape, dtype_size(dtype), what);
   WEFT_CHECK(expected == bytes) << what << ": shape " << shape.to_string() << " of "
                                 << dtype_name(dtype) << " needs " << expected
                                 << " bytes but the array holds " << bytes;
@@ -639,10 +637,7 @@ HostArray load_npy_from_memory(const void* data, size_t size, const std::string&
            "fortran_order is True; weft reads C-order arrays only "
            "(save np.ascontiguousarray(arr))");
   }
-  uint64_t n = 0;
-  if (!checked_bytes(a.shape, dtype_size(a.dtype), &n)) {
-    r.fail(header_at, cat("shape ", a.shape.to_string(), " overflows a 64-bit byte count"));
-  }
+  const uint64_t n = data_bytes(r, header_at, a.shape, a.dtype, "the header");
   a.bytes = r.read_bytes(n, cat("data (", a.shape.to_string(), " ", descr, ")"));
   a.device = Device::cpu();
   return a;

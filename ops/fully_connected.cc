@@ -50,12 +50,8 @@ bool fc_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Sh
     throw_shape_error(attrs, "data must have rank >= 1, got " + data.to_string());
   if (p.flatten) {
     bool known = true;
-    int64_t prod = 1;
-    for (int i = 1; i < data.ndim(); ++i) {
-      known = known && data[i] >= 0;
-      prod *= data[i];
-    }
-    if (known) k = data.ndim() == 1 ? 1 : prod;
+    for (int i = 1; i < data.ndim(); ++i) known = known && data[i] >= 0;
+    if (known) k = data.prod(1, data.ndim());  // 1 for 1-d data
     // Backward: a single unknown trailing dim follows from K.
     if (!known && k >= 0 && data.ndim() == 2) {
       Shape d = data;

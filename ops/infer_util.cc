@@ -37,9 +37,15 @@ static std::string slot_name(const OpAttrs& attrs, bool input, int i) {
   return s;
 }
 
-static void assign_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i, const Shape& value,
-                         bool input) {
+static void assign_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i,
+                         const Shape& value, bool input) {
   WEFT_ICHECK(i >= 0 && i < static_cast<int>(shapes.size())) << attrs.where() << ": slot " << i;
+  // Every shape a rule produces passes here: keep them within limits (Note [Checked sizes]).
+  if (!value.within_limits()) {
+    WEFT_THROW(ShapeError) << attrs.where() << ": " << slot_name(attrs, input, i) << " would be "
+                           << value.to_string()
+                           << ", larger than weft's limit for one array (2^56 elements)";
+  }
   Shape merged = shapes[i];
   if (!merge_shape(&merged, value)) {
     WEFT_THROW(ShapeError) << attrs.where() << ": shape mismatch on " << slot_name(attrs, input, i)
@@ -49,14 +55,17 @@ static void assign_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i
   shapes[i] = std::move(merged);
 }
 
-void assign_input_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i, const Shape& value) {
+void assign_input_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i,
+                        const Shape& value) {
   assign_shape(attrs, shapes, i, value, true);
 }
-void assign_output_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i, const Shape& value) {
+void assign_output_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i,
+                         const Shape& value) {
   assign_shape(attrs, shapes, i, value, false);
 }
 
-static void assign_type(const OpAttrs& attrs, std::vector<DType>& types, int i, DType value, bool input) {
+static void assign_type(const OpAttrs& attrs, std::vector<DType>& types, int i, DType value,
+                        bool input) {
   WEFT_ICHECK(i >= 0 && i < static_cast<int>(types.size())) << attrs.where() << ": slot " << i;
   if (value == DType::kUnknown) return;
   if (types[i] == DType::kUnknown) {
@@ -90,8 +99,9 @@ bool infer_same_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
     }
   }
   for (const auto& x : out) {
-    if (!merge_shape(&s, x)) throw_shape_error(attrs, "output shape " + x.to_string() +
-                                                          " differs from input shape " + s.to_string());
+    if (!merge_shape(&s, x))
+      throw_shape_error(
+          attrs, "output shape " + x.to_string() + " differs from input shape " + s.to_string());
   }
   for (size_t i = 0; i < in.size(); ++i) assign_input_shape(attrs, in, static_cast<int>(i), s);
   for (size_t i = 0; i < out.size(); ++i) assign_output_shape(attrs, out, static_cast<int>(i), s);

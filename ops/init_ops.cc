@@ -25,9 +25,12 @@ void declare_shape_ctx(ParamSchema<P>& s) {
       .describe("Context of the output; accepted and ignored.");
 }
 
-/// Rejects negative dimensions in a creation op's `shape`.
+/// Rejects negative dimensions in a creation op's `shape`, and shapes beyond weft's limits (see
+/// Note [Checked sizes]).
 void check_creation_shape(const Shape& shape) {
   for (int64_t d : shape) WEFT_CHECK(d >= 0) << "shape " << shape << " has a negative dimension";
+  WEFT_CHECK(shape.within_limits())
+      << "shape " << shape << " is larger than weft's limit for one array (2^56 elements)";
 }
 
 /// _zeros / _ones (MXNet InitOpParam).
@@ -203,6 +206,13 @@ bool infer_arange_shape(const OpAttrs& attrs, std::vector<Shape>&, std::vector<S
     return out[0].known();
   }
   const double size = std::ceil((*p.stop - p.start) / p.step) * p.repeat;
+  // Checked as a double: converting one beyond int64's range is undefined behaviour.
+  if (!(size >= 0 && size <= static_cast<double>(kMaxElements))) {
+    throw_shape_error(attrs, "the range (start, stop, step, repeat) = (" + std::to_string(p.start) +
+                                 ", " + std::to_string(*p.stop) + ", " + std::to_string(p.step) +
+                                 ", " + std::to_string(p.repeat) +
+                                 ") has more than 2^56 elements, weft's limit for one array");
+  }
   assign_output_shape(attrs, out, 0, Shape{static_cast<int64_t>(size)});
   return true;
 }

@@ -28,11 +28,13 @@ struct CopyLayout {
   int parallel_dims = 0;  // leading dims split across threads (never dims that dst repeats)
 };
 
-CopyLayout coalesce(const int64_t* dst_strides, const int64_t* src_strides, const int64_t* shape, int ndim) {
+CopyLayout coalesce(const int64_t* dst_strides, const int64_t* src_strides, const int64_t* shape,
+                    int ndim) {
   CopyLayout l;
   for (int k = 0; k < ndim; ++k) {
     if (shape[k] == 1) continue;
-    if (!l.shape.empty() && l.dst.back() == dst_strides[k] * shape[k] && l.src.back() == src_strides[k] * shape[k]) {
+    if (!l.shape.empty() && l.dst.back() == dst_strides[k] * shape[k] &&
+        l.src.back() == src_strides[k] * shape[k]) {
       l.shape.back() *= shape[k];
       l.dst.back() = dst_strides[k];
       l.src.back() = src_strides[k];
@@ -64,7 +66,8 @@ void run_strided(T* dst, const T* src, const CopyLayout& l, int num_threads) {
   const int64_t inner = l.shape[nd - 1], dsi = l.dst[nd - 1], ssi = l.src[nd - 1];
   int64_t units = 1, per_unit = 1;
   for (int k = 0; k < nd - 1; ++k) (k < l.parallel_dims ? units : per_unit) *= l.shape[k];
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, inner * per_unit));
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, inner * per_unit));
   parallel_for(units, grain, num_threads, [&](int64_t ub, int64_t ue) {
     std::vector<int64_t> idx(nd, 0);
     int64_t doff = 0, soff = 0, rem = ub * per_unit;
@@ -111,22 +114,38 @@ void run_strided(T* dst, const T* src, const CopyLayout& l, int num_threads) {
 
 }  // namespace
 
-void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
-                            const int64_t* shape, int ndim, DType dtype, bool accumulate, int num_threads) {
+void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src,
+                            const int64_t* src_strides, const int64_t* shape, int ndim, DType dtype,
+                            bool accumulate, int num_threads) {
   for (int k = 0; k < ndim; ++k)
     if (shape[k] == 0) return;
   const CopyLayout l = coalesce(dst_strides, src_strides, shape, ndim);
   if (accumulate) {
-    WEFT_DTYPE_SWITCH(dtype, DT, "shape op accumulation (req=add)",
-                      run_strided<DT, true>(static_cast<DT*>(dst), static_cast<const DT*>(src), l, num_threads));
+    WEFT_DTYPE_SWITCH(
+        dtype, DT, "shape op accumulation (req=add)",
+        run_strided<DT, true>(static_cast<DT*>(dst), static_cast<const DT*>(src), l, num_threads));
     return;
   }
   switch (dtype_size(dtype)) {
-    case 1: run_strided<uint8_t, false>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), l, num_threads); break;
-    case 2: run_strided<uint16_t, false>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), l, num_threads); break;
-    case 4: run_strided<uint32_t, false>(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), l, num_threads); break;
-    case 8: run_strided<uint64_t, false>(static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src), l, num_threads); break;
-    default: WEFT_THROW(NotImplemented) << "shape ops: dtype " << dtype_name(dtype) << " has an unsupported size";
+    case 1:
+      run_strided<uint8_t, false>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), l,
+                                  num_threads);
+      break;
+    case 2:
+      run_strided<uint16_t, false>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
+                                   l, num_threads);
+      break;
+    case 4:
+      run_strided<uint32_t, false>(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src),
+                                   l, num_threads);
+      break;
+    case 8:
+      run_strided<uint64_t, false>(static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src),
+                                   l, num_threads);
+      break;
+    default:
+      WEFT_THROW(NotImplemented) << "shape ops: dtype " << dtype_name(dtype)
+                                 << " has an unsupported size";
   }
 }
 
@@ -145,7 +164,9 @@ std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
   for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
   return s;
 }
-std::vector<int64_t> compact_strides(const TensorView& v) { return compact_strides(v.shape, v.ndim); }
+std::vector<int64_t> compact_strides(const TensorView& v) {
+  return compact_strides(v.shape, v.ndim);
+}
 
 bool accumulates(OpReq r) { return r == OpReq::kAdd; }
 
@@ -154,14 +175,15 @@ void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const Ten
   if (req == OpReq::kNull) return;
   if (req != OpReq::kAdd && in.raw() == out.raw()) return;
   const int64_t n = out.size(), one = 1;
-  shape_ops_strided_copy(out.raw(), &one, in.raw(), &one, &n, 1, out.dtype(), accumulates(req), ctx.num_threads);
+  shape_ops_strided_copy(out.raw(), &one, in.raw(), &one, &n, 1, out.dtype(), accumulates(req),
+                         ctx.num_threads);
 }
 
 std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
 std::vector<bool> inplace_identity(const OpAttrs&) { return {true}; }
 
-void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   copy_whole(ctx, in[0], req[0], out[0]);
 }
 
@@ -174,7 +196,7 @@ int count_unknown(const Shape& s, int64_t* prod, int* where) {
       ++n;
       *where = i;
     } else {
-      *prod *= s[i];
+      *prod = mul_dims(*prod, s[i]);
     }
   }
   return n;
@@ -187,8 +209,9 @@ void fill_one_unknown(const OpAttrs& attrs, std::vector<Shape>& in, int i, const
   int where = -1;
   if (count_unknown(in[i], &prod, &where) != 1) return;
   if (prod == 0 || out.size() % prod != 0) {
-    throw_shape_error(attrs, "input " + in[i].to_string() + " cannot hold the " + std::to_string(out.size()) +
-                                 " elements of output " + out.to_string());
+    throw_shape_error(attrs, "input " + in[i].to_string() + " cannot hold the " +
+                                 std::to_string(out.size()) + " elements of output " +
+                                 out.to_string());
   }
   Shape s = in[i];
   s[where] = out.size() / prod;
@@ -197,8 +220,9 @@ void fill_one_unknown(const OpAttrs& attrs, std::vector<Shape>& in, int i, const
 
 void check_same_size(const OpAttrs& attrs, const Shape& in, const Shape& out) {
   if (in.known() && out.known() && in.size() != out.size()) {
-    throw_shape_error(attrs, "input " + in.to_string() + " has " + std::to_string(in.size()) + " elements but output " +
-                                 out.to_string() + " has " + std::to_string(out.size()));
+    throw_shape_error(attrs, "input " + in.to_string() + " has " + std::to_string(in.size()) +
+                                 " elements but output " + out.to_string() + " has " +
+                                 std::to_string(out.size()));
   }
 }
 
@@ -210,13 +234,19 @@ struct ReshapeParam {
   Shape target_shape;
   bool keep_highest = false;
   static void declare(ParamSchema<ReshapeParam>& s) {
-    s.field("shape", &ReshapeParam::shape).set_default(Shape(std::vector<int64_t>{}))
+    s.field("shape", &ReshapeParam::shape)
+        .set_default(Shape(std::vector<int64_t>{}))
         .describe("target shape; may contain the codes 0, -1, -2, -3, -4");
-    s.field("reverse", &ReshapeParam::reverse).set_default(false)
+    s.field("reverse", &ReshapeParam::reverse)
+        .set_default(false)
         .describe("apply the special codes right to left");
-    s.field("target_shape", &ReshapeParam::target_shape).set_default(Shape(std::vector<int64_t>{}))
-        .describe("deprecated: target shape with at most one 0 (inferred); used only when shape is empty");
-    s.field("keep_highest", &ReshapeParam::keep_highest).set_default(false)
+    s.field("target_shape", &ReshapeParam::target_shape)
+        .set_default(Shape(std::vector<int64_t>{}))
+        .describe(
+            "deprecated: target shape with at most one 0 (inferred); used only when shape is "
+            "empty");
+    s.field("keep_highest", &ReshapeParam::keep_highest)
+        .set_default(false)
         .describe("deprecated: with target_shape, keep dimension 0 of the input");
     s.check([](ReshapeParam& p) {
       std::vector<int64_t> codes = p.shape.to_vector();
@@ -224,7 +254,8 @@ struct ReshapeParam {
       int infer = 0;
       for (size_t i = 0; i < codes.size(); ++i) {
         const int64_t c = codes[i];
-        WEFT_CHECK(c >= -4) << "shape entry " << c << " is neither a dimension nor one of the codes 0, -1, -2, -3, -4";
+        WEFT_CHECK(c >= -4) << "shape entry " << c
+                            << " is neither a dimension nor one of the codes 0, -1, -2, -3, -4";
         if (c == -1) ++infer;
         if (c == -4) {
           WEFT_CHECK(i + 2 < codes.size()) << "-4 in shape must be followed by two dimensions";
@@ -256,7 +287,8 @@ Shape reshape_from_codes(const OpAttrs& attrs, const ReshapeParam& p, const Shap
     std::reverse(src.begin(), src.end());
   }
   auto fail = [&](const std::string& why) {
-    throw_shape_error(attrs, "cannot reshape " + in.to_string() + " with shape=" + format_shape_attr(p.shape) +
+    throw_shape_error(attrs, "cannot reshape " + in.to_string() +
+                                 " with shape=" + format_shape_attr(p.shape) +
                                  (p.reverse ? " (reverse)" : "") + ": " + why);
   };
   std::vector<int64_t> out;
@@ -276,7 +308,7 @@ Shape reshape_from_codes(const OpAttrs& attrs, const ReshapeParam& p, const Shap
     } else if (c == -3) {
       if (cur + 1 >= src.size()) fail("code -3 needs two input dimensions");
       const int64_t d1 = src[cur++], d2 = src[cur++];
-      out.push_back(d1 < 0 || d2 < 0 ? -1 : d1 * d2);
+      out.push_back(d1 < 0 || d2 < 0 ? -1 : mul_dims(d1, d2));
     } else if (c == -4) {
       if (cur >= src.size()) fail("code -4 has no input dimension left to split");
       const int64_t d0 = src[cur++];
@@ -288,8 +320,9 @@ Shape reshape_from_codes(const OpAttrs& attrs, const ReshapeParam& p, const Shap
         if (d0 % a != 0) fail(std::to_string(a) + " does not divide " + std::to_string(d0));
         b = d0 / a;
       }
-      if (d0 >= 0 && a * b != d0) {
-        fail("split dims " + std::to_string(a) + ", " + std::to_string(b) + " do not multiply to " + std::to_string(d0));
+      if (d0 >= 0 && mul_dims(a, b) != d0) {
+        fail("split dims " + std::to_string(a) + ", " + std::to_string(b) + " do not multiply to " +
+             std::to_string(d0));
       }
       out.push_back(a);
       out.push_back(b);
@@ -302,7 +335,7 @@ Shape reshape_from_codes(const OpAttrs& attrs, const ReshapeParam& p, const Shap
     if (in.known()) {
       int64_t rest = 1;
       for (size_t k = 0; k < out.size(); ++k)
-        if (static_cast<int>(k) != inferred) rest *= out[k];
+        if (static_cast<int>(k) != inferred) rest = mul_dims(rest, out[k]);
       if (rest == 0 || in.size() % rest != 0) fail("the -1 dimension cannot be inferred");
       out[inferred] = in.size() / rest;
     } else {
@@ -318,7 +351,8 @@ Shape reshape_from_target(const OpAttrs& attrs, const ReshapeParam& p, const Sha
   Shape o = p.target_shape;
   const int start = p.keep_highest ? 1 : 0;
   if (p.keep_highest) {
-    if (in.ndim() < 1 || o.ndim() < 1) throw_shape_error(attrs, "keep_highest needs at least one dimension");
+    if (in.ndim() < 1 || o.ndim() < 1)
+      throw_shape_error(attrs, "keep_highest needs at least one dimension");
     o[0] = in[0];
   }
   int zero = -1;
@@ -328,10 +362,11 @@ Shape reshape_from_target(const OpAttrs& attrs, const ReshapeParam& p, const Sha
     if (in.known() && o[0] >= 0) {
       int64_t rest = 1;
       for (int i = 0; i < o.ndim(); ++i)
-        if (i != zero) rest *= o[i];
+        if (i != zero) rest = mul_dims(rest, o[i]);
       if (rest == 0 || in.size() % rest != 0) {
-        throw_shape_error(attrs, "cannot infer the 0 of target_shape " + format_shape_attr(p.target_shape) +
-                                     " for input " + in.to_string());
+        throw_shape_error(attrs, "cannot infer the 0 of target_shape " +
+                                     format_shape_attr(p.target_shape) + " for input " +
+                                     in.to_string());
       }
       o[zero] = in.size() / rest;
     } else {
@@ -364,7 +399,8 @@ bool reshape_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vect
 
 bool flatten_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (in[0].rank_known()) {
-    if (in[0].ndim() < 1) throw_shape_error(attrs, "needs an input of at least 1 dimension, got ()");
+    if (in[0].ndim() < 1)
+      throw_shape_error(attrs, "needs an input of at least 1 dimension, got ()");
     Shape rest(in[0].begin() + 1, in[0].end());
     assign_output_shape(attrs, out, 0, Shape{in[0][0], rest.known() ? rest.size() : -1});
     if (out[0].rank_known()) {
@@ -386,7 +422,8 @@ bool flatten_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vect
 struct ExpandDimsParam {
   int64_t axis = 0;
   static void declare(ParamSchema<ExpandDimsParam>& s) {
-    s.field("axis", &ExpandDimsParam::axis).describe("position of the new axis, in [-ndim-1, ndim]");
+    s.field("axis", &ExpandDimsParam::axis)
+        .describe("position of the new axis, in [-ndim-1, ndim]");
   }
 };
 
@@ -396,7 +433,8 @@ int expand_axis(const OpAttrs& attrs, int64_t axis, int in_ndim) {
   return static_cast<int>(axis < 0 ? axis + in_ndim + 1 : axis);
 }
 
-bool expand_dims_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool expand_dims_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                             std::vector<Shape>& out) {
   const int64_t axis = attrs.params<ExpandDimsParam>().axis;
   if (!in[0].rank_known() && out[0].rank_known()) {
     if (out[0].ndim() < 1) throw_shape_error(attrs, "output must have at least 1 dimension");
@@ -421,7 +459,8 @@ bool expand_dims_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::
 struct SqueezeParam {
   std::optional<Shape> axis;
   static void declare(ParamSchema<SqueezeParam>& s) {
-    s.field("axis", &SqueezeParam::axis).set_default(std::nullopt)
+    s.field("axis", &SqueezeParam::axis)
+        .set_default(std::nullopt)
         .describe("axes of size 1 to remove; None removes every axis of size 1");
   }
 };
@@ -456,8 +495,8 @@ bool squeeze_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vect
   if (p.axis) {
     for (int a : squeeze_axes(attrs, *p.axis, nd)) {
       if (s[a] > 1 || s[a] == 0) {
-        throw_shape_error(attrs, "cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(s[a]) +
-                                     " in input " + in[0].to_string());
+        throw_shape_error(attrs, "cannot squeeze axis " + std::to_string(a) + " of size " +
+                                     std::to_string(s[a]) + " in input " + in[0].to_string());
       }
       s[a] = 1;
       drop[a] = true;
@@ -492,7 +531,8 @@ bool like_data_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
   return in[0].known() && in[1].known() && out[0].known();
 }
 
-bool reshape_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool reshape_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                  std::vector<Shape>& out) {
   const bool known = like_data_infer_shape(attrs, in, out);
   check_same_size(attrs, in[0], out[0]);
   return known;
@@ -520,7 +560,8 @@ Op& register_reshape_like(OpRegistry& r, const std::string& name, FInferShape in
       .set_attr<FInplaceIdentity>(inplace_identity)
       .set_attr<FCompute>(DeviceType::kCPU, copy_forward)
       .set_attr<FGradient>([name](GradBuilder& b) {
-        return std::vector<GradEntry>{b.emit_with_forward_attrs("_backward_" + name, {b.out_grad(0), b.input(0)})};
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_" + name, {b.out_grad(0), b.input(0)})};
       });
 }
 
@@ -529,7 +570,8 @@ Op& register_reshape_like(OpRegistry& r, const std::string& name, FInferShape in
 struct TransposeParam {
   Shape axes;
   static void declare(ParamSchema<TransposeParam>& s) {
-    s.field("axes", &TransposeParam::axes).set_default(Shape(std::vector<int64_t>{}))
+    s.field("axes", &TransposeParam::axes)
+        .set_default(Shape(std::vector<int64_t>{}))
         .describe("permutation of the axes; empty reverses them");
   }
 };
@@ -542,12 +584,14 @@ std::vector<int> transpose_perm(const OpAttrs& attrs, const Shape& axes, int ndi
     return perm;
   }
   if (axes.ndim() != ndim) {
-    throw_shape_error(attrs, "axes " + format_shape_attr(axes) + " do not match a " + std::to_string(ndim) + "-d input");
+    throw_shape_error(attrs, "axes " + format_shape_attr(axes) + " do not match a " +
+                                 std::to_string(ndim) + "-d input");
   }
   std::vector<bool> seen(ndim, false);
   for (int i = 0; i < ndim; ++i) {
     perm[i] = normalize_axis(attrs, axes[i], ndim);
-    WEFT_CHECK(!seen[perm[i]]) << attrs.where() << ": axes " << format_shape_attr(axes) << " is not a permutation";
+    WEFT_CHECK(!seen[perm[i]]) << attrs.where() << ": axes " << format_shape_attr(axes)
+                               << " is not a permutation";
     seen[perm[i]] = true;
   }
   return perm;
@@ -576,17 +620,21 @@ void transpose_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<con
   const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
   std::vector<int64_t> src(x.ndim);
   for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
-  shape_ops_strided_copy(y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(), accumulates(req[0]),
-                         ctx.num_threads);
+  shape_ops_strided_copy(y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
+                         accumulates(req[0]), ctx.num_threads);
 }
 
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
   register_reshape_like<ReshapeParam>(r, "Reshape", reshape_infer_shape)
-      .describe("Reshapes the input. `shape` may hold the codes 0 (copy a dim), -1 (infer one dim), -2 (copy the "
-                "rest), -3 (merge two dims) and -4 a b (split a dim); `reverse` applies them right to left. "
-                "The deprecated `target_shape` (one 0 inferred) and `keep_highest` apply when `shape` is empty.");
+      .describe(
+          "Reshapes the input. `shape` may hold the codes 0 (copy a dim), -1 (infer one dim), -2 "
+          "(copy the "
+          "rest), -3 (merge two dims) and -4 a b (split a dim); `reverse` applies them right to "
+          "left. "
+          "The deprecated `target_shape` (one 0 inferred) and `keep_highest` apply when `shape` is "
+          "empty.");
   r.add_alias("reshape", "Reshape");
   register_reshape_backward<ReshapeParam>(r, "_backward_Reshape");
 
@@ -600,7 +648,8 @@ void register_shape_ops(OpRegistry& r) {
   register_reshape_backward<ExpandDimsParam>(r, "_backward_expand_dims");
 
   register_reshape_like<SqueezeParam>(r, "squeeze", squeeze_infer_shape)
-      .describe("Removes axes of size 1 (all of them when axis is None); a result with no axes is (1,).");
+      .describe(
+          "Removes axes of size 1 (all of them when axis is None); a result with no axes is (1,).");
   register_reshape_backward<SqueezeParam>(r, "_backward_squeeze");
 
   r.register_op("transpose")
@@ -616,7 +665,8 @@ void register_shape_ops(OpRegistry& r) {
           const int64_t a = axes[i] < 0 ? axes[i] + axes.ndim() : axes[i];
           inverse[static_cast<int>(a)] = i;
         }
-        return std::vector<GradEntry>{b.emit1("transpose", {b.out_grad(0)}, {{"axes", format_shape_attr(inverse)}})};
+        return std::vector<GradEntry>{
+            b.emit1("transpose", {b.out_grad(0)}, {{"axes", format_shape_attr(inverse)}})};
       });
 
   register_shape_concat_ops(r);

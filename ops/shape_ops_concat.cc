@@ -12,7 +12,6 @@
 
 namespace weft::detail {
 
-
 namespace {
 
 char* elem_ptr(const TensorView& v, int64_t offset) {
@@ -27,8 +26,9 @@ std::vector<std::string> numbered_names(const std::string& prefix, int n) {
 
 // Copies between a compact block `part` of shape (outer, rows*inner) and rows [row0, row0+rows)
 // of `whole`, shape (outer, whole_rows*inner). to_whole: part → whole; else whole → part.
-void block_copy(const OpContext& ctx, const TensorView& whole, int64_t whole_rows, const TensorView& part,
-                int64_t row0, int64_t rows, int64_t outer, int64_t inner, OpReq req, bool to_whole) {
+void block_copy(const OpContext& ctx, const TensorView& whole, int64_t whole_rows,
+                const TensorView& part, int64_t row0, int64_t rows, int64_t outer, int64_t inner,
+                OpReq req, bool to_whole) {
   if (req == OpReq::kNull || outer * rows * inner == 0) return;
   const int64_t shape[2] = {outer, rows * inner};
   const int64_t ws[2] = {whole_rows * inner, 1}, ps[2] = {rows * inner, 1};
@@ -48,13 +48,16 @@ struct ConcatParam {
   int64_t dim = 1;
   static void declare(ParamSchema<ConcatParam>& s) {
     s.field("num_args", &ConcatParam::num_args).lower_bound(1).describe("number of inputs");
-    s.field("dim", &ConcatParam::dim).set_default(1).describe("axis to concatenate along (negative counts from the end)");
+    s.field("dim", &ConcatParam::dim)
+        .set_default(1)
+        .describe("axis to concatenate along (negative counts from the end)");
   }
 };
 
 // Fills the input shapes `parts` and the output `whole` (the parts joined along axis_param)
 // from each other: shared dims both ways, one unknown part's axis from the output.
-bool concat_shapes(const OpAttrs& attrs, int64_t axis_param, std::vector<Shape>& parts, Shape& whole) {
+bool concat_shapes(const OpAttrs& attrs, int64_t axis_param, std::vector<Shape>& parts,
+                   Shape& whole) {
   int nd = whole.ndim();
   for (const auto& p : parts)
     if (p.rank_known()) nd = p.ndim();
@@ -65,7 +68,9 @@ bool concat_shapes(const OpAttrs& attrs, int64_t axis_param, std::vector<Shape>&
   Shape common = Shape::filled(nd, -1);
   auto merge_common = [&](const Shape& s, const std::string& what) {
     if (!s.rank_known()) return;
-    if (s.ndim() != nd) throw_shape_error(attrs, what + " " + s.to_string() + " has a different rank from the others");
+    if (s.ndim() != nd)
+      throw_shape_error(attrs,
+                        what + " " + s.to_string() + " has a different rank from the others");
     Shape t = s;
     t[axis] = -1;
     if (!merge_shape(&common, t)) {
@@ -83,7 +88,7 @@ bool concat_shapes(const OpAttrs& attrs, int64_t axis_param, std::vector<Shape>&
       ++unknown;
       which = static_cast<int>(i);
     } else {
-      sum += d;
+      sum = add_dims(sum, d);
     }
   }
   std::vector<Shape> w{whole};
@@ -91,7 +96,8 @@ bool concat_shapes(const OpAttrs& attrs, int64_t axis_param, std::vector<Shape>&
     Shape s = common;
     s[axis] = parts[i].rank_known() ? parts[i][axis] : -1;
     if (unknown == 1 && static_cast<int>(i) == which && whole.rank_known() && whole[axis] >= 0) {
-      if (whole[axis] < sum) throw_shape_error(attrs, "output " + whole.to_string() + " is smaller than its inputs");
+      if (whole[axis] < sum)
+        throw_shape_error(attrs, "output " + whole.to_string() + " is smaller than its inputs");
       s[axis] = whole[axis] - sum;
     }
     assign_input_shape(attrs, parts, static_cast<int>(i), s);
@@ -120,7 +126,8 @@ void concat_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 }
 
 // _backward_Concat: (out_grad, arg0, ...) -> one gradient per arg.
-bool concat_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool concat_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                 std::vector<Shape>& out) {
   for (size_t i = 0; i < out.size(); ++i) {
     assign_output_shape(attrs, out, static_cast<int>(i), in[i + 1]);
     assign_input_shape(attrs, in, static_cast<int>(i + 1), out[i]);
@@ -135,7 +142,8 @@ void concat_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
   const int64_t outer = og.shape_of().prod(0, axis), inner = og.shape_of().prod(axis + 1, og.ndim);
   int64_t row = 0;
   for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, og, og.shape[axis], out[i], row, out[i].shape[axis], outer, inner, req[i], false);
+    block_copy(ctx, og, og.shape[axis], out[i], row, out[i].shape[axis], outer, inner, req[i],
+               false);
     row += out[i].shape[axis];
   }
 }
@@ -146,7 +154,9 @@ struct StackParam {
   int64_t axis = 0;
   int64_t num_args = 1;
   static void declare(ParamSchema<StackParam>& s) {
-    s.field("axis", &StackParam::axis).set_default(0).describe("position of the new axis, in [-ndim-1, ndim]");
+    s.field("axis", &StackParam::axis)
+        .set_default(0)
+        .describe("position of the new axis, in [-ndim-1, ndim]");
     s.field("num_args", &StackParam::num_args).lower_bound(1).describe("number of inputs");
   }
 };
@@ -163,8 +173,9 @@ bool stack_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
   Shape common;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!merge_shape(&common, in[i])) {
-      throw_shape_error(attrs, "input " + std::to_string(i) + " " + in[i].to_string() + " differs from " +
-                                   common.to_string() + "; stacked inputs must have one shape");
+      throw_shape_error(attrs, "input " + std::to_string(i) + " " + in[i].to_string() +
+                                   " differs from " + common.to_string() +
+                                   "; stacked inputs must have one shape");
     }
   }
   if (!common.rank_known() && out[0].rank_known()) {
@@ -180,7 +191,8 @@ bool stack_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
   assign_output_shape(attrs, out, 0, Shape(o));
   std::vector<int64_t> back = out[0].to_vector();
   back.erase(back.begin() + axis);
-  for (size_t i = 0; i < in.size(); ++i) assign_input_shape(attrs, in, static_cast<int>(i), Shape(back));
+  for (size_t i = 0; i < in.size(); ++i)
+    assign_input_shape(attrs, in, static_cast<int>(i), Shape(back));
   return all_known(in) && out[0].known();
 }
 
@@ -190,18 +202,20 @@ void stack_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
   const int axis = stack_axis(attrs, x0.ndim);
   const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
   for (size_t i = 0; i < in.size(); ++i) {
-    block_copy(ctx, out[0], static_cast<int64_t>(in.size()), in[i], static_cast<int64_t>(i), 1, outer, inner, req[0],
-               true);
+    block_copy(ctx, out[0], static_cast<int64_t>(in.size()), in[i], static_cast<int64_t>(i), 1,
+               outer, inner, req[0], true);
   }
 }
 
-bool stack_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool stack_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                std::vector<Shape>& out) {
   if (!in[0].rank_known()) return false;
   if (in[0].ndim() < 1) throw_shape_error(attrs, "out_grad must have at least 1 dimension");
   const int axis = stack_axis(attrs, in[0].ndim() - 1);
   std::vector<int64_t> s = in[0].to_vector();
   s.erase(s.begin() + axis);
-  for (size_t i = 0; i < out.size(); ++i) assign_output_shape(attrs, out, static_cast<int>(i), Shape(s));
+  for (size_t i = 0; i < out.size(); ++i)
+    assign_output_shape(attrs, out, static_cast<int>(i), Shape(s));
   return in[0].known();
 }
 
@@ -211,8 +225,8 @@ void stack_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
   const int axis = stack_axis(attrs, x0.ndim);
   const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
   for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, in[0], static_cast<int64_t>(out.size()), out[i], static_cast<int64_t>(i), 1, outer, inner,
-               req[i], false);
+    block_copy(ctx, in[0], static_cast<int64_t>(out.size()), out[i], static_cast<int64_t>(i), 1,
+               outer, inner, req[i], false);
   }
 }
 
@@ -223,14 +237,20 @@ struct SliceChannelParam {
   int64_t axis = 1;
   bool squeeze_axis = false;
   static void declare(ParamSchema<SliceChannelParam>& s) {
-    s.field("num_outputs", &SliceChannelParam::num_outputs).lower_bound(1).describe("number of equal parts");
-    s.field("axis", &SliceChannelParam::axis).set_default(1).describe("axis to split (negative counts from the end)");
-    s.field("squeeze_axis", &SliceChannelParam::squeeze_axis).set_default(false)
+    s.field("num_outputs", &SliceChannelParam::num_outputs)
+        .lower_bound(1)
+        .describe("number of equal parts");
+    s.field("axis", &SliceChannelParam::axis)
+        .set_default(1)
+        .describe("axis to split (negative counts from the end)");
+    s.field("squeeze_axis", &SliceChannelParam::squeeze_axis)
+        .set_default(false)
         .describe("remove the split axis (needs its size to equal num_outputs)");
   }
 };
 
-bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                               std::vector<Shape>& out) {
   const auto& p = attrs.params<SliceChannelParam>();
   const int64_t n = p.num_outputs;
   int nd = in[0].ndim();
@@ -247,16 +267,18 @@ bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std
     if (!out[i].rank_known()) continue;
     std::vector<int64_t> o = out[i].to_vector();
     if (p.squeeze_axis) {
-      if (static_cast<int>(o.size()) != nd - 1) throw_shape_error(attrs, "output " + out[i].to_string() + " has the wrong rank");
+      if (static_cast<int>(o.size()) != nd - 1)
+        throw_shape_error(attrs, "output " + out[i].to_string() + " has the wrong rank");
       o.insert(o.begin() + axis, n);
     } else {
-      if (static_cast<int>(o.size()) != nd) throw_shape_error(attrs, "output " + out[i].to_string() + " has the wrong rank");
-      if (o[axis] >= 0) o[axis] *= n;
+      if (static_cast<int>(o.size()) != nd)
+        throw_shape_error(attrs, "output " + out[i].to_string() + " has the wrong rank");
+      if (o[axis] >= 0) o[axis] = mul_dims(o[axis], n);
     }
     if (!merge_shape(&s_in, Shape(o))) {
-      throw_shape_error(attrs, "output " + std::to_string(i) + " " + out[i].to_string() + " does not match input " +
-                                   s_in.to_string() + " split " + std::to_string(n) + " ways on axis " +
-                                   std::to_string(axis));
+      throw_shape_error(attrs, "output " + std::to_string(i) + " " + out[i].to_string() +
+                                   " does not match input " + s_in.to_string() + " split " +
+                                   std::to_string(n) + " ways on axis " + std::to_string(axis));
     }
   }
   const int64_t d = s_in[axis];
@@ -265,8 +287,8 @@ bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std
                                  " does not divide into " + std::to_string(n) + " parts");
   }
   if (p.squeeze_axis && d >= 0 && d != n) {
-    throw_shape_error(attrs, "squeeze_axis needs axis " + std::to_string(axis) + " of input " + s_in.to_string() +
-                                 " to equal num_outputs " + std::to_string(n));
+    throw_shape_error(attrs, "squeeze_axis needs axis " + std::to_string(axis) + " of input " +
+                                 s_in.to_string() + " to equal num_outputs " + std::to_string(n));
   }
   if (p.squeeze_axis) s_in[axis] = n;
   assign_input_shape(attrs, in, 0, s_in);
@@ -276,18 +298,21 @@ bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std
   } else if (o[axis] >= 0) {
     o[axis] /= n;
   }
-  for (size_t i = 0; i < out.size(); ++i) assign_output_shape(attrs, out, static_cast<int>(i), Shape(o));
+  for (size_t i = 0; i < out.size(); ++i)
+    assign_output_shape(attrs, out, static_cast<int>(i), Shape(o));
   return in[0].known() && all_known(out);
 }
 
-void slice_channel_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                           std::span<const OpReq> req, std::span<const TensorView> out) {
+void slice_channel_forward(const OpAttrs& attrs, const OpContext& ctx,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
   const auto& p = attrs.params<SliceChannelParam>();
   const TensorView& x = in[0];
   const int axis = normalize_axis(attrs, p.axis, x.ndim);
   const int64_t n = p.num_outputs, part = x.shape[axis] / n;
   const int64_t outer = x.shape_of().prod(0, axis), inner = x.shape_of().prod(axis + 1, x.ndim);
-  for (int64_t i = 0; i < n; ++i) block_copy(ctx, x, x.shape[axis], out[i], i * part, part, outer, inner, req[i], false);
+  for (int64_t i = 0; i < n; ++i)
+    block_copy(ctx, x, x.shape[axis], out[i], i * part, part, outer, inner, req[i], false);
 }
 
 // ---- Crop (legacy) -------------------------------------------------------------------------
@@ -298,12 +323,20 @@ struct CropParam {
   Shape h_w{0, 0};
   bool center_crop = false;
   static void declare(ParamSchema<CropParam>& s) {
-    s.field("num_args", &CropParam::num_args).describe("1 (crop to h_w) or 2 (crop to crop_like's size)");
-    s.field("offset", &CropParam::offset).set_default(Shape{0, 0}).describe("(y, x) of the crop's corner");
-    s.field("h_w", &CropParam::h_w).set_default(Shape{0, 0}).describe("(height, width) when num_args is 1");
-    s.field("center_crop", &CropParam::center_crop).set_default(false).describe("centre the crop (ignores offset)");
+    s.field("num_args", &CropParam::num_args)
+        .describe("1 (crop to h_w) or 2 (crop to crop_like's size)");
+    s.field("offset", &CropParam::offset)
+        .set_default(Shape{0, 0})
+        .describe("(y, x) of the crop's corner");
+    s.field("h_w", &CropParam::h_w)
+        .set_default(Shape{0, 0})
+        .describe("(height, width) when num_args is 1");
+    s.field("center_crop", &CropParam::center_crop)
+        .set_default(false)
+        .describe("centre the crop (ignores offset)");
     s.check([](CropParam& p) {
-      WEFT_CHECK(p.num_args == 1 || p.num_args == 2) << "num_args must be 1 or 2, got " << p.num_args;
+      WEFT_CHECK(p.num_args == 1 || p.num_args == 2)
+          << "num_args must be 1 or 2, got " << p.num_args;
       WEFT_CHECK(p.offset.ndim() == 2 && p.offset[0] >= 0 && p.offset[1] >= 0)
           << "offset must be two non-negative values, got " << format_shape_attr(p.offset);
       WEFT_CHECK(p.h_w.ndim() == 2 && p.h_w[0] >= 0 && p.h_w[1] >= 0)
@@ -313,13 +346,16 @@ struct CropParam {
 };
 
 // The crop's start (y, x) for a data of spatial size (H, W) cropped to (h, w).
-std::pair<int64_t, int64_t> crop_start(const OpAttrs& attrs, int64_t H, int64_t W, int64_t h, int64_t w) {
+std::pair<int64_t, int64_t> crop_start(const OpAttrs& attrs, int64_t H, int64_t W, int64_t h,
+                                       int64_t w) {
   const auto& p = attrs.params<CropParam>();
   const int64_t y = p.center_crop ? (H - h) / 2 : p.offset[0];
   const int64_t x = p.center_crop ? (W - w) / 2 : p.offset[1];
-  if (h > H || w > W || y + h > H || x + w > W) {
-    throw_shape_error(attrs, "crop of " + std::to_string(h) + "x" + std::to_string(w) + " at (" + std::to_string(y) +
-                                 ", " + std::to_string(x) + ") does not fit in " + std::to_string(H) + "x" +
+  // Compared without sums: offsets come from attributes and may be anything non-negative.
+  if (h > H || w > W || y > H - h || x > W - w) {
+    throw_shape_error(attrs, "crop of " + std::to_string(h) + "x" + std::to_string(w) + " at (" +
+                                 std::to_string(y) + ", " + std::to_string(x) +
+                                 ") does not fit in " + std::to_string(H) + "x" +
                                  std::to_string(W));
   }
   return {y, x};
@@ -328,9 +364,11 @@ std::pair<int64_t, int64_t> crop_start(const OpAttrs& attrs, int64_t H, int64_t 
 bool crop_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = attrs.params<CropParam>();
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].rank_known() && in[i].ndim() != 4) throw_shape_error(attrs, "inputs must be 4-D (N, C, H, W), got " + in[i].to_string());
+    if (in[i].rank_known() && in[i].ndim() != 4)
+      throw_shape_error(attrs, "inputs must be 4-D (N, C, H, W), got " + in[i].to_string());
   }
-  if (out[0].rank_known() && out[0].ndim() != 4) throw_shape_error(attrs, "output must be 4-D, got " + out[0].to_string());
+  if (out[0].rank_known() && out[0].ndim() != 4)
+    throw_shape_error(attrs, "output must be 4-D, got " + out[0].to_string());
   Shape o = Shape::filled(4, -1);
   if (in[0].rank_known()) {
     o[0] = in[0][0];
@@ -355,8 +393,8 @@ bool crop_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
 }
 
 // Copies between the crop window of `data` and the compact `part`.
-void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& data, const TensorView& part, OpReq req,
-               bool to_data) {
+void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& data,
+               const TensorView& part, OpReq req, bool to_data) {
   if (req == OpReq::kNull) return;
   const int64_t H = data.shape[2], W = data.shape[3], h = part.shape[2], w = part.shape[3];
   const auto [y0, x0] = crop_start(attrs, H, W, h, w);
@@ -366,9 +404,11 @@ void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& dat
   const bool add = req == OpReq::kAdd;
   if (to_data) {
     if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
-    shape_ops_strided_copy(window, ds, part.raw(), ps, shape, 3, data.dtype(), add, ctx.num_threads);
+    shape_ops_strided_copy(window, ds, part.raw(), ps, shape, 3, data.dtype(), add,
+                           ctx.num_threads);
   } else {
-    shape_ops_strided_copy(part.raw(), ps, window, ds, shape, 3, data.dtype(), add, ctx.num_threads);
+    shape_ops_strided_copy(part.raw(), ps, window, ds, shape, 3, data.dtype(), add,
+                           ctx.num_threads);
   }
 }
 
@@ -401,23 +441,30 @@ struct UpSamplingParam {
   int64_t workspace = 512;
   static void declare(ParamSchema<UpSamplingParam>& s) {
     s.field("scale", &UpSamplingParam::scale).lower_bound(1).describe("up-sampling factor");
-    s.field("num_filter", &UpSamplingParam::num_filter).set_default(0)
+    s.field("num_filter", &UpSamplingParam::num_filter)
+        .set_default(0)
         .describe("bilinear: channels (0 = the input's)");
     s.enum_field("sample_type", &UpSamplingParam::sample_type,
                  {{"nearest", SampleType::kNearest}, {"bilinear", SampleType::kBilinear}})
-        .describe("nearest-neighbour or bilinear (depthwise transposed convolution with a weight input)");
+        .describe(
+            "nearest-neighbour or bilinear (depthwise transposed convolution with a weight input)");
     s.enum_field("multi_input_mode", &UpSamplingParam::multi_input_mode,
                  {{"concat", MultiInputMode::kConcat}, {"sum", MultiInputMode::kSum}})
         .set_default(MultiInputMode::kConcat)
         .describe("nearest with several inputs: concatenate the channels or sum");
-    s.field("num_args", &UpSamplingParam::num_args).lower_bound(1)
+    s.field("num_args", &UpSamplingParam::num_args)
+        .lower_bound(1)
         .describe("nearest: number of inputs; bilinear: 2 (data, weight)");
-    s.field("workspace", &UpSamplingParam::workspace).set_default(512).lower_bound(0)
+    s.field("workspace", &UpSamplingParam::workspace)
+        .set_default(512)
+        .lower_bound(0)
         .describe("MXNet's workspace limit in MB (unused here)");
     s.check([](UpSamplingParam& p) {
       WEFT_CHECK(p.sample_type != SampleType::kBilinear || p.num_args == 2)
           << "bilinear up-sampling takes 2 inputs (data, weight); num_args is " << p.num_args;
       WEFT_CHECK(p.num_filter >= 0) << "num_filter must be >= 0";
+      // The kernel, 2 * scale - scale % 2, and output sizes must not overflow.
+      WEFT_CHECK(p.scale <= (int64_t{1} << 30)) << "scale " << p.scale << " is larger than 2^30";
     });
   }
   int64_t kernel() const { return 2 * scale - scale % 2; }
@@ -429,17 +476,22 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
   const int64_t s = p.scale;
   for (size_t i = 0; i < in.size(); ++i) {
     if (p.sample_type == SampleType::kBilinear && i == 1) continue;
-    if (in[i].rank_known() && in[i].ndim() != 4) throw_shape_error(attrs, "inputs must be 4-D (N, C, H, W), got " + in[i].to_string());
+    if (in[i].rank_known() && in[i].ndim() != 4)
+      throw_shape_error(attrs, "inputs must be 4-D (N, C, H, W), got " + in[i].to_string());
   }
-  if (out[0].rank_known() && out[0].ndim() != 4) throw_shape_error(attrs, "output must be 4-D, got " + out[0].to_string());
+  if (out[0].rank_known() && out[0].ndim() != 4)
+    throw_shape_error(attrs, "output must be 4-D, got " + out[0].to_string());
   // Backward: the first input from the output.
   if (out[0].rank_known()) {
     Shape b = Shape::filled(4, -1);
     b[0] = out[0][0];
-    if (p.sample_type == SampleType::kBilinear || in.size() == 1 || p.multi_input_mode == MultiInputMode::kSum) b[1] = out[0][1];
+    if (p.sample_type == SampleType::kBilinear || in.size() == 1 ||
+        p.multi_input_mode == MultiInputMode::kSum)
+      b[1] = out[0][1];
     for (int k = 2; k < 4; ++k) {
       if (out[0][k] >= 0) {
-        if (out[0][k] % s != 0) throw_shape_error(attrs, "output " + out[0].to_string() + " is not a multiple of scale");
+        if (out[0][k] % s != 0)
+          throw_shape_error(attrs, "output " + out[0].to_string() + " is not a multiple of scale");
         b[k] = out[0][k] / s;
       }
     }
@@ -449,13 +501,14 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
   const Shape& d = in[0];
   Shape o = Shape::filled(4, -1);
   o[0] = d[0];
-  o[2] = d[2] < 0 ? -1 : d[2] * s;
-  o[3] = d[3] < 0 ? -1 : d[3] * s;
+  o[2] = d[2] < 0 ? -1 : mul_dims(d[2], s);
+  o[3] = d[3] < 0 ? -1 : mul_dims(d[3], s);
   if (p.sample_type == SampleType::kBilinear) {
     o[1] = d[1];
     if (p.num_filter > 0 && d[1] >= 0 && d[1] != p.num_filter) {
-      throw_shape_error(attrs, "bilinear up-sampling is depthwise: num_filter " + std::to_string(p.num_filter) +
-                                   " must equal the channels of " + d.to_string());
+      throw_shape_error(attrs, "bilinear up-sampling is depthwise: num_filter " +
+                                   std::to_string(p.num_filter) + " must equal the channels of " +
+                                   d.to_string());
     }
     const int64_t c = d[1] >= 0 ? d[1] : (p.num_filter > 0 ? p.num_filter : -1);
     assign_input_shape(attrs, in, 1, Shape{c, 1, p.kernel(), p.kernel()});
@@ -473,7 +526,8 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
         if (p.multi_input_mode == MultiInputMode::kConcat) channels = -1;
         continue;
       }
-      if (x[0] >= 0 && d[0] >= 0 && x[0] != d[0]) throw_shape_error(attrs, "inputs have different batch sizes");
+      if (x[0] >= 0 && d[0] >= 0 && x[0] != d[0])
+        throw_shape_error(attrs, "inputs have different batch sizes");
       for (int k = 2; k < 4; ++k) {
         if (x[k] >= 0 && o[k] >= 0 && (x[k] == 0 || o[k] % x[k] != 0)) {
           throw_shape_error(attrs, "input " + std::to_string(i) + " " + x.to_string() +
@@ -482,11 +536,12 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
       }
       if (p.multi_input_mode == MultiInputMode::kSum) {
         if (x[1] >= 0 && channels >= 0 && x[1] != channels) {
-          throw_shape_error(attrs, "multi_input_mode=sum needs equal channels, got " + x.to_string());
+          throw_shape_error(attrs,
+                            "multi_input_mode=sum needs equal channels, got " + x.to_string());
         }
         if (x[1] >= 0) channels = x[1];
       } else if (channels >= 0) {
-        channels = x[1] < 0 ? -1 : channels + x[1];
+        channels = x[1] < 0 ? -1 : add_dims(channels, x[1]);
       }
     }
     o[1] = channels;
@@ -497,8 +552,8 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
 
 // Nearest: out[n, c0 + c, y, x] (+)= in[n, c, y / fy, x / fx], as a broadcast of the input over
 // the iteration space (N, C, H, fy, W, fx).
-void nearest_layout(const TensorView& x, const TensorView& y, std::vector<int64_t>* iter, std::vector<int64_t>* xs,
-                    std::vector<int64_t>* ys) {
+void nearest_layout(const TensorView& x, const TensorView& y, std::vector<int64_t>* iter,
+                    std::vector<int64_t>* xs, std::vector<int64_t>* ys) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t OC = y.shape[1], OH = y.shape[2], OW = y.shape[3];
   const int64_t fy = OH / H, fx = OW / W;
@@ -508,8 +563,8 @@ void nearest_layout(const TensorView& x, const TensorView& y, std::vector<int64_
 }
 
 template <typename T>
-void bilinear_forward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& x, const TensorView& w,
-                      const TensorView& y, bool add) {
+void bilinear_forward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& x,
+                      const TensorView& w, const TensorView& y, bool add) {
   const int64_t planes = x.shape[0] * x.shape[1], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t OH = y.shape[2], OW = y.shape[3], k = p.kernel(), s = p.scale, pad = p.pad();
   const T* xp = x.ptr<T>();
@@ -539,8 +594,9 @@ void bilinear_forward(const OpContext& ctx, const UpSamplingParam& p, const Tens
 }
 
 template <typename T>
-void bilinear_backward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& og, const TensorView& x,
-                       const TensorView& w, OpReq req_x, const TensorView& gx, OpReq req_w, const TensorView& gw) {
+void bilinear_backward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& og,
+                       const TensorView& x, const TensorView& w, OpReq req_x, const TensorView& gx,
+                       OpReq req_w, const TensorView& gw) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t OH = og.shape[2], OW = og.shape[3], k = p.kernel(), s = p.scale, pad = p.pad();
   const T* gp = og.ptr<T>();
@@ -605,7 +661,8 @@ void upsampling_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
   const TensorView& y = out[0];
   const bool add = req[0] == OpReq::kAdd;
   if (p.sample_type == SampleType::kBilinear) {
-    WEFT_FLOAT_SWITCH(y.dtype(), T, "UpSampling (bilinear)", bilinear_forward<T>(ctx, p, in[0], in[1], y, add));
+    WEFT_FLOAT_SWITCH(y.dtype(), T, "UpSampling (bilinear)",
+                      bilinear_forward<T>(ctx, p, in[0], in[1], y, add));
     return;
   }
   const bool sum = p.multi_input_mode == MultiInputMode::kSum;
@@ -614,14 +671,15 @@ void upsampling_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
     std::vector<int64_t> iter, xs, ys;
     nearest_layout(in[i], y, &iter, &xs, &ys);
     const bool acc = add || (sum && i > 0);
-    shape_ops_strided_copy(elem_ptr(y, c0 * y.shape[2] * y.shape[3]), ys.data(), in[i].raw(), xs.data(), iter.data(),
-                           6, y.dtype(), acc, ctx.num_threads);
+    shape_ops_strided_copy(elem_ptr(y, c0 * y.shape[2] * y.shape[3]), ys.data(), in[i].raw(),
+                           xs.data(), iter.data(), 6, y.dtype(), acc, ctx.num_threads);
     if (!sum) c0 += in[i].shape[1];
   }
 }
 
 // _backward_UpSampling: (out_grad, inputs...) -> one gradient per input.
-bool upsampling_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool upsampling_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                     std::vector<Shape>& out) {
   for (size_t i = 0; i < out.size(); ++i) {
     assign_output_shape(attrs, out, static_cast<int>(i), in[i + 1]);
     assign_input_shape(attrs, in, static_cast<int>(i + 1), out[i]);
@@ -634,8 +692,9 @@ void upsampling_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
   const auto& p = attrs.params<UpSamplingParam>();
   const TensorView& og = in[0];
   if (p.sample_type == SampleType::kBilinear) {
-    WEFT_FLOAT_SWITCH(og.dtype(), T, "UpSampling (bilinear) backward",
-                      bilinear_backward<T>(ctx, p, og, in[1], in[2], req[0], out[0], req[1], out[1]));
+    WEFT_FLOAT_SWITCH(
+        og.dtype(), T, "UpSampling (bilinear) backward",
+        bilinear_backward<T>(ctx, p, og, in[1], in[2], req[0], out[0], req[1], out[1]));
     return;
   }
   const bool sum = p.multi_input_mode == MultiInputMode::kSum;
@@ -646,14 +705,16 @@ void upsampling_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
       std::vector<int64_t> iter, xs, ys;
       nearest_layout(gx, og, &iter, &xs, &ys);
       if (req[i] != OpReq::kAdd) shape_ops_zero(gx.raw(), gx.bytes(), ctx.num_threads);
-      shape_ops_strided_copy(gx.raw(), xs.data(), elem_ptr(og, c0 * og.shape[2] * og.shape[3]), ys.data(),
-                             iter.data(), 6, gx.dtype(), true, ctx.num_threads);
+      shape_ops_strided_copy(gx.raw(), xs.data(), elem_ptr(og, c0 * og.shape[2] * og.shape[3]),
+                             ys.data(), iter.data(), 6, gx.dtype(), true, ctx.num_threads);
     }
     if (!sum) c0 += gx.shape[1];
   }
 }
 
-int upsampling_num_inputs(const OpAttrs& a) { return static_cast<int>(a.params<UpSamplingParam>().num_args); }
+int upsampling_num_inputs(const OpAttrs& a) {
+  return static_cast<int>(a.params<UpSamplingParam>().num_args);
+}
 
 std::vector<std::string> upsampling_input_names(const OpAttrs& a) {
   const auto& p = a.params<UpSamplingParam>();
@@ -664,12 +725,15 @@ std::vector<std::string> upsampling_input_names(const OpAttrs& a) {
 }  // namespace
 
 void register_shape_concat_ops(OpRegistry& r) {
-  auto concat_inputs = [](const OpAttrs& a) { return static_cast<int>(a.params<ConcatParam>().num_args); };
+  auto concat_inputs = [](const OpAttrs& a) {
+    return static_cast<int>(a.params<ConcatParam>().num_args);
+  };
   r.register_op("Concat")
       .describe("Concatenates num_args inputs along `dim`; all other dimensions must agree.")
       .set_params<ConcatParam>()
       .set_attr<FNumInputs>(concat_inputs)
-      .set_attr<FListInputNames>([concat_inputs](const OpAttrs& a) { return numbered_names("arg", concat_inputs(a)); })
+      .set_attr<FListInputNames>(
+          [concat_inputs](const OpAttrs& a) { return numbered_names("arg", concat_inputs(a)); })
       .set_attr<FInferShape>(concat_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, concat_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
@@ -688,15 +752,20 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FInferShape>(concat_backward_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, concat_backward);
 
-  auto stack_inputs = [](const OpAttrs& a) { return static_cast<int>(a.params<StackParam>().num_args); };
+  auto stack_inputs = [](const OpAttrs& a) {
+    return static_cast<int>(a.params<StackParam>().num_args);
+  };
   r.register_op("stack")
       .describe("Joins num_args equal-shaped inputs along a new axis `axis`.")
       .set_params<StackParam>()
       .set_attr<FNumInputs>(stack_inputs)
-      .set_attr<FListInputNames>([stack_inputs](const OpAttrs& a) { return numbered_names("arg", stack_inputs(a)); })
+      .set_attr<FListInputNames>(
+          [stack_inputs](const OpAttrs& a) { return numbered_names("arg", stack_inputs(a)); })
       .set_attr<FInferShape>(stack_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, stack_forward)
-      .set_attr<FGradient>([](GradBuilder& b) { return b.emit_with_forward_attrs("_backward_stack", {b.out_grad(0)}); });
+      .set_attr<FGradient>([](GradBuilder& b) {
+        return b.emit_with_forward_attrs("_backward_stack", {b.out_grad(0)});
+      });
   r.register_op("_backward_stack")
       .describe("Gradient of stack: unstacks the output gradient.")
       .set_params<StackParam>()
@@ -706,10 +775,14 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FCompute>(DeviceType::kCPU, stack_backward);
 
   r.register_op("SliceChannel")
-      .describe("Splits the input into num_outputs equal parts along `axis`; squeeze_axis drops that axis.")
+      .describe(
+          "Splits the input into num_outputs equal parts along `axis`; squeeze_axis drops that "
+          "axis.")
       .set_params<SliceChannelParam>()
       .set_input_names({"data"})
-      .set_attr<FNumOutputs>([](const OpAttrs& a) { return static_cast<int>(a.params<SliceChannelParam>().num_outputs); })
+      .set_attr<FNumOutputs>([](const OpAttrs& a) {
+        return static_cast<int>(a.params<SliceChannelParam>().num_outputs);
+      })
       .set_attr<FInferShape>(slice_channel_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, slice_channel_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
@@ -722,15 +795,18 @@ void register_shape_concat_ops(OpRegistry& r) {
         }
         // expand_dims counts a negative axis against the output rank, which is the input's rank.
         return std::vector<GradEntry>{b.emit1(
-            "Concat", parts, {{"num_args", std::to_string(p.num_outputs)}, {"dim", std::to_string(p.axis)}})};
+            "Concat", parts,
+            {{"num_args", std::to_string(p.num_outputs)}, {"dim", std::to_string(p.axis)}})};
       });
   r.add_alias("split", "SliceChannel");
 
   r.register_op("Crop")
-      .describe("Legacy crop of NCHW data to h_w (num_args=1) or to crop_like's H and W (num_args=2), at "
-                "`offset` or centred. Not the lower-case `crop` (an alias of slice).")
+      .describe(
+          "Legacy crop of NCHW data to h_w (num_args=1) or to crop_like's H and W (num_args=2), at "
+          "`offset` or centred. Not the lower-case `crop` (an alias of slice).")
       .set_params<CropParam>()
-      .set_attr<FNumInputs>([](const OpAttrs& a) { return static_cast<int>(a.params<CropParam>().num_args); })
+      .set_attr<FNumInputs>(
+          [](const OpAttrs& a) { return static_cast<int>(a.params<CropParam>().num_args); })
       .set_attr<FListInputNames>([](const OpAttrs& a) {
         return a.params<CropParam>().num_args == 2 ? std::vector<std::string>{"data", "crop_like"}
                                                    : std::vector<std::string>{"data"};
@@ -738,7 +814,8 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FInferShape>(crop_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, crop_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
-        std::vector<GradEntry> g{b.emit_with_forward_attrs("_backward_Crop", {b.out_grad(0), b.input(0)}).at(0)};
+        std::vector<GradEntry> g{
+            b.emit_with_forward_attrs("_backward_Crop", {b.out_grad(0), b.input(0)}).at(0)};
         if (b.attrs().params<CropParam>().num_args == 2) g.push_back(GradBuilder::none());
         return g;
       });
@@ -751,9 +828,10 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FCompute>(DeviceType::kCPU, crop_backward);
 
   r.register_op("UpSampling")
-      .describe("Up-samples NCHW inputs by `scale`: nearest (several inputs, concatenated or summed) or "
-                "bilinear (a depthwise transposed convolution with the weight input, kernel 2s - s%2, "
-                "stride s, pad ceil((s-1)/2)).")
+      .describe(
+          "Up-samples NCHW inputs by `scale`: nearest (several inputs, concatenated or summed) or "
+          "bilinear (a depthwise transposed convolution with the weight input, kernel 2s - s%2, "
+          "stride s, pad ceil((s-1)/2)).")
       .set_params<UpSamplingParam>()
       .set_attr<FNumInputs>(upsampling_num_inputs)
       .set_attr<FListInputNames>(upsampling_input_names)
@@ -766,7 +844,8 @@ void register_shape_concat_ops(OpRegistry& r) {
         return b.emit_with_forward_attrs("_backward_UpSampling", in);
       });
   r.register_op("_backward_UpSampling")
-      .describe("Gradient of UpSampling with respect to every input (the bilinear weight included).")
+      .describe(
+          "Gradient of UpSampling with respect to every input (the bilinear weight included).")
       .set_params<UpSamplingParam>()
       .set_attr<FNumInputs>([](const OpAttrs& a) { return upsampling_num_inputs(a) + 1; })
       .set_attr<FNumOutputs>(upsampling_num_inputs)

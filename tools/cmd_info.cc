@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "graph/json.h"
 #include "graph/tvm.h"
+#include "ops/kernel_libraries.h"
 #include "ops/params.h"
 #include "tools/commands.h"
 
@@ -196,6 +197,7 @@ int info_tvm(const InfoOptions& o, const std::string& text) {
 }
 
 int run_info(const InfoOptions& o) {
+  std::printf("kernels: %s\n", describe_kernel_libraries().c_str());
   try {
     std::ifstream in(o.graph, std::ios::binary);
     if (!in.good()) WEFT_THROW(ValueError) << "cannot open '" << o.graph << "' for reading";

@@ -2,11 +2,13 @@
 // (MXNet >= 1.0 layout), printing the input shapes to replay it with.
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "graph/json.h"
 #include "graph/models.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 
 namespace weft::tools {
@@ -20,11 +22,15 @@ Command add_model_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   Command c;
-  c.app = app.add_subcommand("model", "Build a bundled model (mlp, resnet18, resnet50, mobilenetv2, lstm_lm, "
-                                      "lstm_lm_fused) and save its graph JSON");
+  c.app =
+      app.add_subcommand("model",
+                         "Build a bundled model (mlp, resnet18, resnet50, mobilenetv2, lstm_lm, "
+                         "lstm_lm_fused) and save its graph JSON");
   c.app->add_option("name", o->name, "Model name");
-  c.app->add_option("-o,--output", o->output, "Where to write the JSON (default: <name>-symbol.json)");
-  c.app->add_option("--batch", o->batch, "Batch size of the printed input shapes");
+  c.app->add_option("-o,--output", o->output,
+                    "Where to write the JSON (default: <name>-symbol.json)");
+  c.app->add_option("--batch", o->batch, "Batch size of the printed input shapes")
+      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
   c.app->add_flag("--list", o->list, "List the bundled models");
   c.run = [o] {
     if (o->list || o->name.empty()) {
@@ -39,8 +45,9 @@ Command add_model_command(CLI::App& app) {
     sym.save(path);
     const graph::InferInputs in = graph::models::default_inputs(o->name, o->batch);
     const graph::Graph g = sym.to_graph();
-    std::printf("model %s: %zu nodes, %zu arguments, %zu auxiliary states -> %s\n", o->name.c_str(), g.nodes.size(),
-                g.list_arguments().size(), g.list_auxiliary_states().size(), path.c_str());
+    std::printf("model %s: %zu nodes, %zu arguments, %zu auxiliary states -> %s\n", o->name.c_str(),
+                g.nodes.size(), g.list_arguments().size(), g.list_auxiliary_states().size(),
+                path.c_str());
     std::printf("inputs:");
     for (const auto& [name, shape] : in.shapes) {
       std::string s;

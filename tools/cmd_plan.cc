@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "graph/infer.h"
 #include "graph/json.h"
 #include "graph/plan.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/replay_util.h"
 
@@ -51,8 +53,9 @@ PlannedGraph prepare(const graph::Graph& forward, const graph::InferInputs& inpu
     if (inputs.shapes.count(forward.nodes[nid].name)) continue;
     go.wrt.push_back(nid);
   }
-  WEFT_CHECK(!go.wrt.empty()) << "--train: the graph has no learned parameters (every argument is an input or a "
-                                 "label)";
+  WEFT_CHECK(!go.wrt.empty())
+      << "--train: the graph has no learned parameters (every argument is an input or a "
+         "label)";
   graph::GradientGraph grad = graph::build_gradient(forward, go);
   // Head gradients take their heads' shapes and types.
   const graph::InferResult f = graph::infer_shapes_types(forward, inputs, true);
@@ -76,15 +79,15 @@ int run_plan(const PlanCommandOptions& o) {
     const graph::Graph forward = graph::load_json_file(o.graph);
     graph::InferInputs inputs;
     inputs.batch = o.batch;
-    for (const std::string& spec : o.inputs) {
-      auto [name, value] = split_input_spec(spec);
-      WEFT_CHECK(forward.find_variable(name) >= 0)
-          << "--input " << spec << ": " << o.graph << " has no variable '" << name << "'";
-      try {
-        inputs.shapes[name] = parse_shape_spec(value);
-      } catch (const Error& e) {
-        WEFT_THROW(ValueError) << "--input " << spec << ": " << e.what();
-      }
+    for (const std::string& text : o.inputs) {
+      const InputSpec spec = parse_input_spec(text);
+      WEFT_CHECK(forward.find_variable(spec.name) >= 0)
+          << "--input " << text << ": " << o.graph << " has no variable '" << spec.name << "'";
+      WEFT_CHECK(spec.shape.has_value())
+          << "--input " << text << ": weft plan takes shapes (NAME=1x3x224x224), not files";
+      WEFT_CHECK(inputs.shapes.count(spec.name) == 0)
+          << "--input " << text << ": '" << spec.name << "' is given twice";
+      inputs.shapes[spec.name] = *spec.shape;
     }
     const PlannedGraph pg = prepare(forward, inputs, o.train);
 
@@ -92,14 +95,18 @@ int run_plan(const PlanCommandOptions& o) {
     options.baseline = o.baseline;
     const auto t0 = std::chrono::steady_clock::now();
     const graph::MemoryPlan mp = graph::plan_memory(pg.graph, pg.inferred, options);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     graph::check_buffer_plan(mp.buffers, mp.plan, options.plan);
 
     std::printf("%s: %zu nodes%s, %u entries\n", o.graph.c_str(), pg.graph.nodes.size(),
-                o.train ? (" (forward + backward, gradients of " + std::to_string(pg.num_wrt) + " arguments)").c_str()
+                o.train ? (" (forward + backward, gradients of " + std::to_string(pg.num_wrt) +
+                           " arguments)")
+                              .c_str()
                         : " (forward)",
                 pg.graph.num_entries());
-    std::printf("planner: %s, %.2f ms\n", o.baseline ? "block sharing (MXNet-style baseline)" : "weft", ms);
+    std::printf("planner: %s, %.2f ms\n",
+                o.baseline ? "block sharing (MXNet-style baseline)" : "weft", ms);
     std::fputs(graph::describe_plan(pg.graph, mp).c_str(), stdout);
     return 0;
   } catch (const Error& e) {
@@ -113,11 +120,14 @@ int run_plan(const PlanCommandOptions& o) {
 Command add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanCommandOptions>();
   Command c;
-  c.app = app.add_subcommand("plan", "Plan the memory of an MXNet graph: offsets, lifetimes, arena vs lower bound");
+  c.app = app.add_subcommand(
+      "plan", "Plan the memory of an MXNet graph: offsets, lifetimes, arena vs lower bound");
   CLI::App* a = c.app;
   a->add_option("graph", o->graph, "MXNet symbol JSON file")->required();
-  a->add_option("--input", o->inputs, "NAME=SHAPE, e.g. data=1x3x224x224 or data=(1,3,224,224); repeatable");
-  a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)");
+  a->add_option("--input", o->inputs,
+                "NAME=SHAPE, e.g. data=1x3x224x224 or data=(1,3,224,224); repeatable");
+  a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")
+      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
   a->add_flag("--train", o->train, "Plan forward + backward (gradients of the learned parameters)");
   a->add_flag("--baseline", o->baseline, "Use MXNet-style block sharing instead of weft's planner");
   c.run = [o] { return run_plan(*o); };

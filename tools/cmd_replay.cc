@@ -2,11 +2,12 @@
 // operators; optionally save or compare outputs and save the weights used.
 #include <algorithm>
 #include <chrono>
-#include <set>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "ndarray/io.h"
 #include "ndarray/runtime.h"
 #include "ndarray/serialize.h"
+#include "ops/kernel_libraries.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/replay_util.h"
 
@@ -35,6 +38,7 @@ struct ReplayOptions {
   std::string profile;
   std::string save_outputs;
   std::string save_params;
+  std::string save_grads;
   std::string compare;
   double rtol = 1e-4;
   double atol = 1e-5;
@@ -44,26 +48,12 @@ struct ReplayOptions {
   bool dump = false;
 };
 
-Device parse_device(const std::string& text) {
-  if (text == "cpu" || text == "cpu:0") return Device::cpu();
-  if (text.starts_with("cuda")) {
-    int ordinal = 0;
-    if (text.size() > 5 && text[4] == ':') ordinal = std::stoi(text.substr(5));
-    return Device::cuda(ordinal);
-  }
-  WEFT_THROW(ValueError) << "--device: expected cpu or cuda:N, got '" << text << "'";
-}
-
-void progress(int done, int total) {
-  const int width = 30;
-  const int filled = total ? done * width / total : width;
-  std::fprintf(stderr, "\r  [%s%s] %d/%d", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-               done, total);
-  if (done == total) std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-}
-
 int run_replay(const ReplayOptions& o) {
+  std::printf("kernels: %s\n", describe_kernel_libraries().c_str());
+  std::fflush(stdout);
+  const Device device = runnable_device("--device", o.device);
+  WEFT_CHECK(o.save_grads.empty() || o.train)
+      << "--save-grads " << o.save_grads << ": gradients exist only with --train";
   Runtime::get().seed(o.seed);
   graph::JsonInfo info;
   auto g = std::make_shared<graph::Graph>(graph::load_json_file(o.graph, &info));
@@ -75,35 +65,41 @@ int run_replay(const ReplayOptions& o) {
       ++op_nodes;
     }
   }
-  std::printf("loaded %s: MXNet symbol JSON, layout %s, version %d.%d.%d%s, %zu nodes (%d ops of %zu kinds), %zu heads\n",
-              o.graph.c_str(), info.layout.c_str(), info.mxnet_version / 10000, info.mxnet_version / 100 % 100,
-              info.mxnet_version % 100, info.upgraded ? " (upgraded)" : "", g->nodes.size(), op_nodes, ops.size(),
-              g->heads.size());
+  std::printf(
+      "loaded %s: MXNet symbol JSON, layout %s, version %d.%d.%d%s, %zu nodes (%d ops of %zu "
+      "kinds), %zu heads\n",
+      o.graph.c_str(), info.layout.c_str(), info.mxnet_version / 10000,
+      info.mxnet_version / 100 % 100, info.mxnet_version % 100, info.upgraded ? " (upgraded)" : "",
+      g->nodes.size(), op_nodes, ops.size(), g->heads.size());
 
   // Inputs: shapes or .npy files; batch size.
   graph::BindOptions bo;
-  bo.device = parse_device(o.device);
+  bo.device = device;
   bo.inputs.batch = o.batch;
   bo.time_ops = true;
   bo.fuse = !o.no_fuse;
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
-  for (const std::string& spec : o.inputs) {
-    auto [name, value] = split_input_spec(spec);
-    WEFT_CHECK(g->find_variable(name) >= 0) << "--input " << spec << ": the graph has no variable '" << name << "'";
-    if (value.ends_with(".npy")) {
-      NDArray a = load_npy_array(value);
-      given[name] = a;
-      Shape s = a.shape();
-      bo.inputs.shapes[name] = s;
-    } else {
-      bo.inputs.shapes[name] = parse_shape_spec(value);
+  for (const std::string& text : o.inputs) {
+    const InputSpec spec = parse_input_spec(text);
+    WEFT_CHECK(g->find_variable(spec.name) >= 0)
+        << "--input " << text << ": the graph has no variable '" << spec.name << "'";
+    WEFT_CHECK(bo.inputs.shapes.count(spec.name) == 0)
+        << "--input " << text << ": '" << spec.name << "' is given twice";
+    if (spec.shape) {
+      bo.inputs.shapes[spec.name] = *spec.shape;
+      continue;
     }
-  }
-  if (o.batch > 0) {
-    for (auto& [name, a] : given) {
-      WEFT_CHECK(a.shape()[0] == o.batch) << "--input " << name << ": the file has batch " << a.shape()[0]
-                                           << ", --batch is " << o.batch;
+    NDArray a;
+    try {
+      a = load_npy_array(spec.file);
+    } catch (const Error& e) {
+      WEFT_THROW(ValueError) << "--input " << text << ": " << e.what();
     }
+    WEFT_CHECK(o.batch <= 0 || (a.shape().ndim() >= 1 && a.shape()[0] == o.batch))
+        << "--input " << text << ": the file has shape " << a.shape().to_string()
+        << ", whose first dimension is not --batch " << o.batch;
+    bo.inputs.shapes[spec.name] = a.shape();
+    given[spec.name] = a;
   }
 
   // Weights: from --params, else deterministic from the seed.
@@ -131,18 +127,22 @@ int run_replay(const ReplayOptions& o) {
   const std::set<std::string> aux_names(aux_list.begin(), aux_list.end());
   for (uint32_t nid : g->variable_nodes()) {
     const std::string& name = g->nodes[nid].name;
-    if (from_file.count(name)) continue;
     const bool is_aux = aux_names.count(name) > 0;
     NDArray dst = is_aux ? exec->aux(name) : exec->arg(name);
-    if (std::binary_search(labels.begin(), labels.end(), nid)) continue;  // zeros
+    // Values given with --input FILE.npy first, always: labels included (a CTC loss or a
+    // training step needs them), and before --params (the more specific flag wins).
     if (auto it = given.find(name); it != given.end()) {
       it->second.copy_to(dst);
       continue;
     }
+    if (from_file.count(name)) continue;
+    // Labels nobody gave stay zero: the forward pass of a loss layer ignores them (FORMATS.md
+    // 1.7), so inference needs none.
+    if (std::binary_search(labels.begin(), labels.end(), nid)) continue;
     const bool is_input = bo.inputs.shapes.count(name) > 0;
     WEFT_CHECK(o.params.empty() || is_input)
-        << "--params " << o.params << " has no array for '" << name << "' (expected arg:" << name << " or aux:"
-        << name << ")";
+        << "--params " << o.params << " has no array for '" << name << "' (expected arg:" << name
+        << " or aux:" << name << ")";
     // Each variable's values depend only on the seed and its name, so a run with --params (and
     // the same seed) sees the same inputs as the run that saved them.
     uint64_t h = 1469598103934665603ull;
@@ -152,7 +152,9 @@ int run_replay(const ReplayOptions& o) {
   }
 
   if (o.dump) {
-    std::printf("%s", graph::dump(exec->exec_graph(), &exec->inferred().shapes, &exec->inferred().dtypes).c_str());
+    std::printf("%s",
+                graph::dump(exec->exec_graph(), &exec->inferred().shapes, &exec->inferred().dtypes)
+                    .c_str());
   }
   std::printf("outputs:");
   const auto out_shapes = exec->output_shapes();
@@ -166,9 +168,11 @@ int run_replay(const ReplayOptions& o) {
   }
   std::printf("\n");
   const auto& plan = exec->memory_plan().plan;
-  std::printf("memory plan: arena %.2f MiB, lower bound %.2f MiB, no reuse %.2f MiB (arena/lower bound %.3f)%s\n",
-              plan.arena_bytes / 1048576.0, plan.lower_bound / 1048576.0, plan.no_reuse / 1048576.0, plan.ratio(),
-              o.train ? ", forward + backward" : "");
+  std::printf(
+      "memory plan: arena %.2f MiB, lower bound %.2f MiB, no reuse %.2f MiB (arena/lower bound "
+      "%.3f)%s\n",
+      plan.arena_bytes / 1048576.0, plan.lower_bound / 1048576.0, plan.no_reuse / 1048576.0,
+      plan.ratio(), o.train ? ", forward + backward" : "");
 
   auto run_once = [&] {
     exec->forward(o.train);
@@ -183,11 +187,13 @@ int run_replay(const ReplayOptions& o) {
     Profiler::global().start();
   }
   std::vector<double> ms;
+  ProgressBar bar(o.iters, !o.quiet && interactive_terminal());
   for (int i = 0; i < o.iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     run_once();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (!o.quiet) progress(i + 1, o.iters);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    bar.update(i + 1);
   }
   if (!o.profile.empty()) {
     Profiler::global().stop();
@@ -198,10 +204,13 @@ int run_replay(const ReplayOptions& o) {
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
-    const double p90 = sorted[std::min(sorted.size() - 1, static_cast<size_t>(std::ceil(0.9 * sorted.size())) - 1)];
+    const double p90 = sorted[std::min(sorted.size() - 1,
+                                       static_cast<size_t>(std::ceil(0.9 * sorted.size())) - 1)];
     const int64_t batch = out_shapes.empty() || out_shapes[0].ndim() < 1 ? 1 : out_shapes[0][0];
-    std::printf("latency: median %.3f ms, p90 %.3f ms over %d iterations (%d warm-up); throughput %.1f samples/s\n",
-                median, p90, o.iters, o.warmup, batch * 1000.0 / median);
+    std::printf(
+        "latency: median %.3f ms, p90 %.3f ms over %d iterations (%d warm-up); throughput %.1f "
+        "samples/s\n",
+        median, p90, o.iters, o.warmup, batch * 1000.0 / median);
     // Top operators by time over the timed iterations.
     auto times = exec->op_times();
     std::map<std::string, graph::OpTime> warm;
@@ -212,12 +221,14 @@ int run_replay(const ReplayOptions& o) {
       t.calls -= warm[t.op].calls;
       total += t.total_ms;
     }
-    std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+    std::sort(times.begin(), times.end(),
+              [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
     std::printf("top operators (kernel time per iteration):\n");
     for (size_t i = 0; i < times.size() && i < 8; ++i) {
       if (times[i].calls == 0) continue;
-      std::printf("  %-24s %9.3f ms  %5.1f%%  %lld calls\n", times[i].op.c_str(), times[i].total_ms / o.iters,
-                  total > 0 ? 100.0 * times[i].total_ms / total : 0.0, static_cast<long long>(times[i].calls / o.iters));
+      std::printf("  %-24s %9.3f ms  %5.1f%%  %lld calls\n", times[i].op.c_str(),
+                  times[i].total_ms / o.iters, total > 0 ? 100.0 * times[i].total_ms / total : 0.0,
+                  static_cast<long long>(times[i].calls / o.iters));
     }
     std::printf("replay median_ms=%.3f p90_ms=%.3f\n", median, p90);
   }
@@ -230,15 +241,29 @@ int run_replay(const ReplayOptions& o) {
       if (std::binary_search(labels.begin(), labels.end(), static_cast<uint32_t>(nid))) continue;
       out.push_back({"arg:" + name, exec->arg(name)});
     }
-    for (const std::string& name : exec->aux_names()) out.push_back({"aux:" + name, exec->aux(name)});
+    for (const std::string& name : exec->aux_names())
+      out.push_back({"aux:" + name, exec->aux(name)});
     save_arrays(o.save_params, out);
     std::printf("saved %zu parameter arrays to %s\n", out.size(), o.save_params.c_str());
+  }
+  if (!o.save_grads.empty()) {
+    std::vector<std::pair<std::string, NDArray>> out;
+    for (const std::string& name : exec->arg_names()) {
+      auto req = bo.grad_req.find(name);
+      if (req != bo.grad_req.end() && req->second == GradReq::kNull) continue;
+      NDArray grad = exec->grad(name);
+      if (grad.is_none()) continue;
+      out.push_back({"grad:" + name, grad});
+    }
+    save_arrays(o.save_grads, out);
+    std::printf("saved %zu gradient arrays to %s\n", out.size(), o.save_grads.c_str());
   }
   if (!o.save_outputs.empty()) {
     std::filesystem::create_directories(o.save_outputs);
     for (size_t h = 0; h < exec->outputs().size(); ++h) {
-      save_npy_array((std::filesystem::path(o.save_outputs) / (std::to_string(h) + ".npy")).string(),
-                     exec->outputs()[h]);
+      save_npy_array(
+          (std::filesystem::path(o.save_outputs) / (std::to_string(h) + ".npy")).string(),
+          exec->outputs()[h]);
     }
     std::printf("saved %zu outputs to %s\n", exec->outputs().size(), o.save_outputs.c_str());
   }
@@ -252,29 +277,40 @@ int run_replay(const ReplayOptions& o) {
 
 }  // namespace
 
+// More timed or warm-up iterations than anyone waits for (and than the timing vector should hold).
+constexpr int64_t kMaxIters = 10'000'000;
+
 Command add_replay_command(CLI::App& app) {
   auto o = std::make_shared<ReplayOptions>();
   Command c;
-  c.app = app.add_subcommand("replay", "Load an MXNet graph JSON, bind it and run it; report latency and the plan");
+  c.app = app.add_subcommand(
+      "replay", "Load an MXNet graph JSON, bind it and run it; report latency and the plan");
   CLI::App* a = c.app;
   a->add_option("graph", o->graph, "MXNet symbol JSON file")->required();
   a->add_option("--params", o->params, "MXNet .params file with arg:/aux: arrays");
   a->add_option("--input", o->inputs, "NAME=SHAPE (1x3x224x224) or NAME=FILE.npy; repeatable");
-  a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)");
-  a->add_option("--device", o->device, "cpu or cuda:N");
-  a->add_option("--warmup", o->warmup, "Untimed iterations first");
-  a->add_option("--iters", o->iters, "Timed iterations");
+  a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")
+      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
+  a->add_option("--device", o->device, "cpu or cuda:N")->check(device_text());
+  a->add_option("--warmup", o->warmup, "Untimed iterations first")->check(integer_in(0, kMaxIters));
+  a->add_option("--iters", o->iters, "Timed iterations")->check(integer_in(1, kMaxIters));
   a->add_flag("--train", o->train, "Training mode: forward(is_train) and backward");
   a->add_option("--profile", o->profile, "Write a Chrome trace of the timed iterations");
   a->add_option("--save-outputs", o->save_outputs, "Write head k as DIR/k.npy");
   a->add_option("--save-params", o->save_params, "Write the weights used as an MXNet .params file");
-  a->add_option("--compare", o->compare, "Compare the heads with DIR/k.npy; exit 3 when they differ");
-  a->add_option("--rtol", o->rtol, "Relative tolerance of --compare");
-  a->add_option("--atol", o->atol, "Absolute tolerance of --compare");
-  a->add_option("--seed", o->seed, "Seed of the weight and input initialisation");
+  a->add_option("--save-grads", o->save_grads,
+                "With --train: write the gradients of the last iteration as grad:NAME arrays "
+                "(MXNet .params format)");
+  a->add_option("--compare", o->compare,
+                "Compare the heads with DIR/k.npy; exit 3 when they differ");
+  a->add_option("--rtol", o->rtol, "Relative tolerance of --compare")->check(non_negative_finite());
+  a->add_option("--atol", o->atol, "Absolute tolerance of --compare")->check(non_negative_finite());
+  a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
+      ->check(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
-  a->add_flag("--dump", o->dump, "Print the graph that runs (after rewrites), with inferred shapes and types");
+  a->add_flag("--dump", o->dump,
+              "Print the graph that runs (after rewrites), with inferred shapes and types");
   c.run = [o] { return run_replay(*o); };
   return c;
 }

@@ -11,33 +11,6 @@
 
 namespace weft::tools {
 
-std::pair<std::string, std::string> split_input_spec(const std::string& spec) {
-  const size_t eq = spec.rfind('=');
-  WEFT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size())
-      << "--input '" << spec << "': expected NAME=SHAPE (e.g. data=1x3x224x224) or NAME=FILE.npy";
-  return {spec.substr(0, eq), spec.substr(eq + 1)};
-}
-
-Shape parse_shape_spec(const std::string& text) {
-  std::string t = text;
-  if (t.find('x') != std::string::npos && t.find('(') == std::string::npos && t.find('[') == std::string::npos) {
-    for (char& ch : t) {
-      if (ch == 'x') ch = ',';
-    }
-    t = "(" + t + ")";
-  }
-  Shape s;
-  try {
-    s = parse_shape(t);
-  } catch (const ValueError& e) {
-    WEFT_THROW(ValueError) << "bad shape '" << text << "': " << e.what();
-  }
-  for (int i = 0; i < s.ndim(); ++i) {
-    WEFT_CHECK(s[i] > 0) << "bad shape '" << text << "': dimension " << i << " is " << s[i];
-  }
-  return s;
-}
-
 namespace {
 bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
 }  // namespace
@@ -59,25 +32,28 @@ void init_variable(const std::string& name, bool is_input, NDArray& dst) {
     const double a = std::sqrt(6.0 / static_cast<double>(std::max<int64_t>(fan_in, 1)));
     low = -a, high = a;
   }
-  if (dst.dtype() == DType::kFloat32 || dst.dtype() == DType::kFloat64 || dst.dtype() == DType::kFloat16) {
+  if (dst.dtype() == DType::kFloat32 || dst.dtype() == DType::kFloat64 ||
+      dst.dtype() == DType::kFloat16) {
     NDArray::uniform(s, low, high, dst.dtype(), dst.device()).copy_to(dst);
   } else {
     NDArray::zeros(s, dst.dtype(), dst.device()).copy_to(dst);
   }
 }
 
-CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::string& dir, double rtol, double atol) {
+CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::string& dir,
+                              double rtol, double atol) {
   CompareResult r;
   std::ostringstream summary;
   double worst_all = 0;
   for (size_t h = 0; h < outputs.size(); ++h) {
     const std::string path = (std::filesystem::path(dir) / (std::to_string(h) + ".npy")).string();
-    WEFT_CHECK(std::filesystem::exists(path)) << "--compare: " << path << " is missing (head " << h << ")";
+    WEFT_CHECK(std::filesystem::exists(path))
+        << "--compare: " << path << " is missing (head " << h << ")";
     NDArray ref = load_npy_array(path);
     if (ref.shape() != outputs[h].shape()) {
       r.ok = false;
-      r.message = "compare: head " + std::to_string(h) + " has shape " + outputs[h].shape().to_string() + ", " +
-                  path + " has " + ref.shape().to_string();
+      r.message = "compare: head " + std::to_string(h) + " has shape " +
+                  outputs[h].shape().to_string() + ", " + path + " has " + ref.shape().to_string();
       return r;
     }
     const std::vector<double> a = outputs[h].to_doubles();
@@ -87,8 +63,9 @@ CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::st
     for (size_t i = 0; i < a.size(); ++i) {
       const bool nan_mismatch = std::isnan(a[i]) != std::isnan(b[i]);
       const double excess = nan_mismatch ? INFINITY
-                            : std::isnan(a[i]) ? -INFINITY
-                                               : std::abs(a[i] - b[i]) - (atol + rtol * std::abs(b[i]));
+                            : std::isnan(a[i])
+                                ? -INFINITY
+                                : std::abs(a[i] - b[i]) - (atol + rtol * std::abs(b[i]));
       if (excess > worst) {
         worst = excess;
         at = i;
@@ -109,16 +86,16 @@ CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::st
       }
       for (int d = 0; d < s.ndim(); ++d) index += (d ? ", " : "") + std::to_string(idx[d]);
       std::ostringstream m;
-      m << "compare: head " << h << " differs from " << path << ": worst element [" << index << "] is "
-        << a[at] << ", expected " << b[at] << " (|diff| " << std::abs(a[at] - b[at]) << " > atol " << atol
-        << " + rtol " << rtol << " * |expected|)";
+      m << "compare: head " << h << " differs from " << path << ": worst element [" << index
+        << "] is " << a[at] << ", expected " << b[at] << " (|diff| " << std::abs(a[at] - b[at])
+        << " > atol " << atol << " + rtol " << rtol << " * |expected|)";
       r.ok = false;
       r.message = m.str();
       return r;
     }
   }
-  summary << "compare: " << outputs.size() << " heads match " << dir << " (max |diff| " << worst_all << ", rtol "
-          << rtol << ", atol " << atol << ")";
+  summary << "compare: " << outputs.size() << " heads match " << dir << " (max |diff| " << worst_all
+          << ", rtol " << rtol << ", atol " << atol << ")";
   r.message = summary.str();
   return r;
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the graph subcommands: input specs, deterministic initialisation, output
-// comparison.
+// Helpers shared by the graph subcommands: deterministic initialisation, output comparison
+// (input specs: tools/cli_util.h).
 #pragma once
 
 #include <string>
@@ -9,11 +9,6 @@
 #include "ndarray/ndarray.h"
 
 namespace weft::tools {
-
-/// "NAME=VALUE" → {NAME, VALUE}; ValueError naming the spec when there is no '='.
-std::pair<std::string, std::string> split_input_spec(const std::string& spec);
-/// "1x3x224x224", "(1,3,224,224)" or "[1, 3, 224, 224]".
-Shape parse_shape_spec(const std::string& text);
 
 /// Fills a variable deterministically (from the runtime's seed): inputs uniform in [-1, 1);
 /// weights He-uniform over their fan-in; BatchNorm gamma near 1, beta and biases near 0, moving
@@ -26,6 +21,7 @@ struct CompareResult {
 };
 /// Compares outputs with DIR/k.npy: |a - b| <= atol + rtol * |b| elementwise. The message names
 /// the worst element (head, index, both values) of a failing head, or summarises a match.
-CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::string& dir, double rtol, double atol);
+CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::string& dir,
+                              double rtol, double atol);
 
 }  // namespace weft::tools

@@ -2,32 +2,56 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "base/build_config.h"
 #include "devices/device_api.h"
+#include "ops/kernel_libraries.h"
 #include "ops/op_listing.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
+
+namespace {
+
+// "weft 0.1.0; kernels: oneDNN 2.6.3 (cpu, OpenMP), CUDA off; 16 CPU cores".
+std::string version_line() {
+  return std::string("weft ") + WEFT_VERSION_STRING +
+         "; kernels: " + weft::describe_kernel_libraries() + "; " +
+         std::to_string(weft::cpu_core_count()) + " CPU cores";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"weft: asynchronous dataflow execution engine"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return version_line(); });
 
   weft::tools::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand("demo", "Run a tiled matrix product through the engine");
-  demo_cmd->add_option("--size", demo.size, "Matrix size N (N x N)");
-  demo_cmd->add_option("--tiles", demo.tiles, "Tiles per side (must divide N)");
-  demo_cmd->add_option("--workers", demo.workers, "CPU worker threads (0: WEFT_CPU_WORKERS or all cores)");
-  demo_cmd->add_option("--repeats", demo.repeats, "Repetitions (best is reported)");
-  demo_cmd->add_option("--seed", demo.seed, "Seed of the input values");
+  demo_cmd->add_option("--size", demo.size, "Matrix size N (N x N)")
+      ->check(weft::tools::integer_in(1, 16384));
+  demo_cmd->add_option("--tiles", demo.tiles, "Tiles per side (must divide N)")
+      ->check(weft::tools::integer_in(1, 1024));
+  demo_cmd
+      ->add_option("--workers", demo.workers,
+                   "CPU worker threads (0: WEFT_CPU_WORKERS or all cores)")
+      ->check(weft::tools::integer_in(0, 4096));
+  demo_cmd->add_option("--repeats", demo.repeats, "Repetitions (best is reported)")
+      ->check(weft::tools::integer_in(1, 100000));
+  demo_cmd->add_option("--seed", demo.seed, "Seed of the input values")
+      ->check(weft::tools::integer_in(0, std::numeric_limits<uint32_t>::max()));
   demo_cmd->add_option("--profile", demo.profile_path, "Write a Chrome trace JSON here");
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print version and build configuration");
 
   bool ops_brief = false, ops_backward = false;
   std::string ops_name;
-  CLI::App* ops_cmd = app.add_subcommand("ops", "List the registered operators with inputs, params and defaults");
+  CLI::App* ops_cmd =
+      app.add_subcommand("ops", "List the registered operators with inputs, params and defaults");
   ops_cmd->add_option("name", ops_name, "Show only this operator (name or alias)");
   ops_cmd->add_flag("--brief", ops_brief, "One line per operator");
   ops_cmd->add_flag("--backward", ops_backward, "Include the _backward_* operators");
@@ -53,9 +77,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (version_cmd->parsed()) {
-      std::printf("weft %s (CUDA %s, oneDNN %s), %d CPU cores\n", WEFT_VERSION_STRING,
-                  WEFT_USE_CUDA ? "on" : "off", WEFT_USE_ONEDNN ? "on" : "off",
-                  weft::cpu_core_count());
+      std::printf("%s\n", version_line().c_str());
       return 0;
     }
   } catch (const std::exception& e) {

@@ -71,6 +71,33 @@ TEST(DeviceTest, ParseDeviceRejectsBadTextWithValueErrorNamingIt) {
   }
 }
 
+// The hardening issue's cases: a sign, spaces, a non-number, trailing text after the ordinal,
+// an ordinal that overflows int (stoi threw std::out_of_range, strtol saturated), another CPU.
+TEST(DeviceTest, ParseDeviceRejectsSignsSpacesOverflowAndOtherCpus) {
+  for (const char* bad :
+       {"cuda:-1", "cuda:+1", "cuda: 1", "cuda:1 ", " cuda:0", "cuda :0", "cuda:x", "cuda:0x1",
+        "cuda:1.0", "cuda:1024", "cuda:2147483648", "cuda:99999999999999999999999", "cuda_host:x",
+        "cuda_host:-1", "cpu:1", "cudax", "cuda_hostx:0", "cpu:0:0"}) {
+    SCOPED_TRACE(bad);
+    try {
+      Device d = parse_device(bad);
+      ADD_FAILURE() << "parsed as " << to_string(d);
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(DeviceTest, ParseDeviceKeepsTypeAndTakesLargestOrdinal) {
+  EXPECT_EQ(parse_device("cuda_host:0").type, DeviceType::kCUDAHost);
+  EXPECT_EQ(parse_device("cpu_pinned").type, DeviceType::kCUDAHost);
+  EXPECT_EQ(parse_device("gpu:2"), Device::cuda(2));
+  EXPECT_EQ(parse_device("cuda:1023"), Device::cuda(kMaxDeviceOrdinal - 1));
+  EXPECT_EQ(parse_device("cuda:007"), Device::cuda(7));
+  EXPECT_EQ(parse_device("cpu:0"), Device::cpu());
+}
+
 TEST(DeviceTest, HashSeparatesTypeAndOrdinal) {
   std::unordered_set<Device> set = {Device::cpu(), Device::cuda(0), Device::cuda(1),
                                     Device{DeviceType::kCUDAHost, 0}, Device{DeviceType::kCPU, 1}};

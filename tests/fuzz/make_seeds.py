@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Writes seed inputs for the fuzz targets (tests/fuzz/run.sh calls it): .params files of every
+record layout (FORMATS.md), .npy files, and small graph JSON files whose variables carry
+__shape__. Standard library only.
+
+    make_seeds.py OUT_DIR   # writes OUT_DIR/params, OUT_DIR/npy and OUT_DIR/graph
+"""
+import json
+import os
+import struct
+import sys
+
+MAGIC_V1, MAGIC_V2, MAGIC_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
+F32, F64, U8, I32, I8, I64 = 0, 1, 3, 4, 5, 6
+SIZE = {F32: 4, F64: 8, U8: 1, I32: 4, I8: 1, I64: 8}
+PACK = {F32: "f", F64: "d", U8: "B", I32: "i", I8: "b", I64: "q"}
+
+
+def shape(dims):
+    return struct.pack("<i", len(dims)) + b"".join(struct.pack("<q", d) for d in dims)
+
+
+def values(flag, n, start=1):
+    return b"".join(struct.pack("<" + PACK[flag], start + i) for i in range(n))
+
+
+def prod(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def dense(dims, flag=F32, magic=MAGIC_V2):
+    return struct.pack("<Ii", magic, 0) + shape(dims) + struct.pack("<iii", 1, 0, flag) + values(flag, prod(dims))
+
+
+def v1(dims, flag=F32):
+    return struct.pack("<I", MAGIC_V1) + shape(dims) + struct.pack("<iii", 1, 0, flag) + values(flag, prod(dims))
+
+
+def legacy(dims, flag=F32):
+    head = struct.pack("<I", len(dims)) + b"".join(struct.pack("<I", d) for d in dims)
+    return head + struct.pack("<iii", 1, 0, flag) + values(flag, prod(dims))
+
+
+def none_v2():
+    return struct.pack("<Iii", MAGIC_V2, 0, 0)
+
+
+def row_sparse(rows, width, stored, index_flag=I64):
+    out = struct.pack("<Ii", MAGIC_V2, 1) + shape([len(stored), width]) + shape([rows, width])
+    out += struct.pack("<iii", 1, 0, F32) + struct.pack("<i", index_flag) + shape([len(stored)])
+    out += values(F32, len(stored) * width)
+    out += b"".join(struct.pack("<" + PACK[index_flag], r) for r in stored)
+    return out
+
+
+def csr(rows, cols, entries, index_flag=I64):
+    """entries: sorted (row, col) pairs."""
+    indptr = [0] * (rows + 1)
+    for r, _ in entries:
+        indptr[r + 1] += 1
+    for r in range(rows):
+        indptr[r + 1] += indptr[r]
+    out = struct.pack("<Ii", MAGIC_V2, 2) + shape([len(entries)]) + shape([rows, cols])
+    out += struct.pack("<iii", 1, 0, F32)
+    out += struct.pack("<i", index_flag) + shape([rows + 1]) + struct.pack("<i", index_flag) + shape([len(entries)])
+    out += values(F32, len(entries))
+    out += b"".join(struct.pack("<" + PACK[index_flag], p) for p in indptr)
+    out += b"".join(struct.pack("<" + PACK[index_flag], c) for _, c in entries)
+    return out
+
+
+def params_file(records, names=None):
+    out = struct.pack("<QQQ", 0x112, 0, len(records)) + b"".join(records)
+    names = names or []
+    out += struct.pack("<Q", len(names))
+    for n in names:
+        out += struct.pack("<Q", len(n)) + n.encode()
+    return out
+
+
+def params_seeds():
+    return {
+        "dict_v2": params_file([dense([2, 3]), dense([4], F64)], ["arg:fc_weight", "aux:bn_moving_mean"]),
+        "list_v3_scalar": params_file([dense([], F32, MAGIC_V3), dense([3], I64, MAGIC_V3)]),
+        "v1_and_legacy": params_file([v1([2, 2], I32), legacy([3], U8)]),
+        "none": params_file([none_v2(), dense([1], I8)], ["a", "b"]),
+        "row_sparse": params_file([row_sparse(5, 3, [1, 4])], ["arg:embed_weight"]),
+        "row_sparse_i32": params_file([row_sparse(4, 2, [0, 3], I32)], ["r"]),
+        "csr": params_file([csr(3, 4, [(0, 1), (2, 0), (2, 3)])], ["arg:w"]),
+        "csr_i32": params_file([csr(2, 2, [(1, 1)], I32), dense([2])], ["c", "d"]),
+        "mixed": params_file([row_sparse(3, 2, [2]), csr(2, 3, [(0, 2)]), dense([2, 2])]),
+    }
+
+
+def npy(descr, dims, payload, fortran=False, version=1):
+    dims_text = "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+    header = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, "True" if fortran else "False", dims_text)
+    prefix = 10 if version == 1 else 12
+    header += " " * ((64 - (prefix + len(header) + 1) % 64) % 64) + "\n"
+    length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header.encode() + payload
+
+
+def npy_seeds():
+    return {
+        "f4_2x3": npy("<f4", [2, 3], values(F32, 6)),
+        "f8_4": npy("<f8", [4], values(F64, 4)),
+        "i8_scalar": npy("<i8", [], values(I64, 1)),
+        "u1_fortran_1d": npy("|u1", [5], values(U8, 5), fortran=True),
+        "b1_v2": npy("|b1", [3], bytes([1, 0, 1]), version=2),
+        "i4_empty": npy("<i4", [0, 7], b""),
+    }
+
+
+def graph(nodes, heads):
+    """nodes: (op, name, attrs, [input node indices]) in topological order."""
+    out = {"nodes": [], "arg_nodes": [], "node_row_ptr": [], "heads": [[h, 0, 0] for h in heads],
+           "attrs": {"mxnet_version": ["int", 10500]}}
+    for i, (op, name, attrs, inputs) in enumerate(nodes):
+        node = {"op": op, "name": name, "inputs": [[j, 0, 0] for j in inputs]}
+        if attrs:
+            node["attrs"] = attrs
+        if op == "null":
+            out["arg_nodes"].append(i)
+        out["nodes"].append(node)
+    out["node_row_ptr"] = list(range(len(nodes) + 1))
+    return json.dumps(out, indent=2).encode()
+
+
+def var(name, shape_text=None):
+    return ("null", name, {"__shape__": shape_text} if shape_text else {}, [])
+
+
+def graph_seeds():
+    return {
+        "mlp": graph([var("data", "(0, 8)"), var("fc1_weight"), var("fc1_bias"),
+                      ("FullyConnected", "fc1", {"num_hidden": "16"}, [0, 1, 2]),
+                      ("Activation", "relu1", {"act_type": "relu"}, [3]), var("fc2_weight"), var("fc2_bias"),
+                      ("FullyConnected", "fc2", {"num_hidden": "4"}, [4, 5, 6]),
+                      ("softmax", "prob", {"axis": "-1"}, [7])], [8]),
+        "conv_bn_pool": graph([var("data", "(1, 3, 8, 8)"), var("conv_weight"), var("conv_bias"),
+                               ("Convolution", "conv", {"kernel": "(3, 3)", "num_filter": "4", "pad": "(1, 1)"},
+                                [0, 1, 2]),
+                               var("bn_gamma"), var("bn_beta"), var("bn_moving_mean"), var("bn_moving_var"),
+                               ("BatchNorm", "bn", {"fix_gamma": "False"}, [3, 4, 5, 6, 7]),
+                               ("Activation", "relu", {"act_type": "relu"}, [8]),
+                               ("Pooling", "pool", {"kernel": "(2, 2)", "stride": "(2, 2)", "pool_type": "max"},
+                                [9]),
+                               ("Flatten", "flat", {}, [10])], [11]),
+        "concat_reshape": graph([var("a", "(2, 3, 4)"), var("b", "(2, 5, 4)"),
+                                 ("Concat", "cat", {"num_args": "2", "dim": "1"}, [0, 1]),
+                                 ("Reshape", "reshape", {"shape": "(0, -1)"}, [2]),
+                                 ("transpose", "t", {}, [3])], [4]),
+        "slice_upsample": graph([var("data", "(1, 4, 3, 3)"),
+                                 ("SliceChannel", "split", {"num_outputs": "2", "axis": "1"}, [0]),
+                                 ("UpSampling", "up", {"scale": "2", "sample_type": "nearest", "num_args": "1"},
+                                  [1])], [2]),
+        "dot_elemwise": graph([var("x", "(3, 4)"), var("y", "(4, 5)"),
+                               ("dot", "mm", {}, [0, 1]), ("_mul_scalar", "scale", {"scalar": "0.5"}, [2]),
+                               ("exp", "e", {}, [3]), ("sum", "s", {"axis": "1"}, [4])], [5]),
+        "creation": graph([("_zeros", "z", {"shape": "(2, 3)"}, []), ("_arange", "r", {"start": "0", "stop": "3"}, []),
+                           ("broadcast_add", "add", {}, [0, 1])], [2]),
+        "embedding": graph([var("data", "(2, 5)"), var("embed_weight", "(10, 4)"),
+                            ("Embedding", "embed", {"input_dim": "10", "output_dim": "4"}, [0, 1]),
+                            ("expand_dims", "ex", {"axis": "1"}, [2]), ("squeeze", "sq", {"axis": "(1,)"}, [3])],
+                           [4]),
+    }
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    for kind, seeds in (("params", params_seeds()), ("npy", npy_seeds()), ("graph", graph_seeds())):
+        directory = os.path.join(sys.argv[1], kind)
+        os.makedirs(directory, exist_ok=True)
+        for name, data in seeds.items():
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(data)
+
+
+if __name__ == "__main__":
+    main()

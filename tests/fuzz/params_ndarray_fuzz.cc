@@ -1,0 +1,76 @@
+// libFuzzer entry point for the whole `.params` -> NDArray path: parsing, then densifying sparse
+// records and allocating the arrays (load_arrays_from_memory). Any input must load or throw
+// weft::Error; what loads must have the file's shapes, and dense arrays the file's bytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "devices/device_api.h"
+#include "ndarray/io.h"
+#include "ndarray/serialize.h"
+#include "tests/fuzz/fuzz_runtime.h"
+
+namespace {
+
+// Whether loading `raw` would allocate more than the budget before it stops. Arrays are
+// converted in order, and one beyond weft's limits or the device's memory throws before
+// allocating (which is the behaviour under test), so only the arrays before it count.
+bool over_budget(const weft::NamedArrays& raw) {
+  const size_t capacity = weft::device_memory_capacity(weft::Device::cpu());
+  size_t total = 0;
+  for (const weft::HostArray& a : raw.arrays) {
+    if (!a.shape.known()) continue;  // none arrays allocate nothing
+    if (!a.shape.within_limits()) return false;
+    const size_t bytes = weft::shape_bytes(a.shape, weft::dtype_size(a.dtype), "fuzz");
+    if (capacity != 0 && bytes > capacity) return false;
+    total += bytes;
+    if (total > weft::fuzz::kMaxAllocatedBytes) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  weft::fuzz::use_sync_runtime();
+  return 0;
+}
+
+/// A weft::Error is the expected outcome for bad input; anything else (a crash, another
+/// exception, a sanitizer report, arrays that differ from the file) is a finding.
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  weft::NamedArrays raw;
+  try {
+    raw = weft::load_params_from_memory(data, size, "fuzz");
+  } catch (const weft::Error&) {
+    // The NDArray path must fail too, and just as cleanly.
+    try {
+      weft::load_arrays_from_memory(data, size, "fuzz");
+      __builtin_trap();
+    } catch (const weft::Error&) {
+    }
+    return 0;
+  }
+  if (over_budget(raw)) return 0;
+  try {
+    const weft::LoadedArrays loaded = weft::load_arrays_from_memory(data, size, "fuzz");
+    if (loaded.arrays.size() != raw.arrays.size() || loaded.names != raw.names) __builtin_trap();
+    for (size_t i = 0; i < raw.arrays.size(); ++i) {
+      const weft::HostArray& h = raw.arrays[i];
+      const weft::NDArray& a = loaded.arrays[i];
+      if (!h.shape.rank_known()) {
+        if (!a.is_none()) __builtin_trap();
+        continue;
+      }
+      if (a.is_none() || a.shape() != h.shape || a.dtype() != h.dtype) __builtin_trap();
+      if (h.storage_type != 0) continue;
+      std::vector<uint8_t> bytes(a.nbytes());
+      a.copy_to_host(bytes.data(), bytes.size());
+      if (bytes != h.bytes) __builtin_trap();
+    }
+  } catch (const weft::Error&) {
+  }
+  return 0;
+}
