@@ -44,8 +44,7 @@ Environment read_environment() {
   }
   env.profile_path = get("WEFT_PROFILE");
   env.profile_max_events = get_integer("WEFT_PROFILE_MAX_EVENTS", 1, int64_t{1} << 40);
-  env.dnnl_primitive_cache_entries =
-      get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);
+  env.dnnl_primitive_cache_entries = get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);
   env.dnnl_weight_cache_mb = get_integer("WEFT_DNNL_WEIGHT_CACHE_MB", 0, int64_t{1} << 30);
   return env;
 }

@@ -18,16 +18,16 @@ namespace weft {
 
 /// One executed operation. Times are nanoseconds on Profiler::now_ns()'s clock.
 struct OpTraceRecord {
-  uint64_t id = 0;          ///< unique per recorded operation (Profiler::next_op_id)
-  std::string name;         ///< operation name
-  std::string device;       ///< e.g. "cpu:0"
-  int lane = 0;             ///< trace lane (thread) that ran it
-  int64_t queued_ns = 0;    ///< when it was pushed
-  int64_t ready_ns = 0;     ///< when its last dependency was released
-  int64_t start_ns = 0;     ///< when its function started
-  int64_t end_ns = 0;       ///< when it completed
-  bool skipped = false;     ///< it did not run because an input carried an error
-  bool failed = false;      ///< its function threw
+  uint64_t id = 0;        ///< unique per recorded operation (Profiler::next_op_id)
+  std::string name;       ///< operation name
+  std::string device;     ///< e.g. "cpu:0"
+  int lane = 0;           ///< trace lane (thread) that ran it
+  int64_t queued_ns = 0;  ///< when it was pushed
+  int64_t ready_ns = 0;   ///< when its last dependency was released
+  int64_t start_ns = 0;   ///< when its function started
+  int64_t end_ns = 0;     ///< when it completed
+  bool skipped = false;   ///< it did not run because an input carried an error
+  bool failed = false;    ///< its function threw
 };
 
 /// Records trace events from any thread and writes them as Chrome trace JSON.

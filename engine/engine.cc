@@ -38,8 +38,10 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
       << "EngineConfig::max_retained_errors must not be negative, got "
       << config.max_retained_errors;
   switch (config.kind) {
-    case EngineKind::kThreaded: return std::make_unique<ThreadedEngine>(config);
-    case EngineKind::kSync: return std::make_unique<SyncEngine>(config);
+    case EngineKind::kThreaded:
+      return std::make_unique<ThreadedEngine>(config);
+    case EngineKind::kSync:
+      return std::make_unique<SyncEngine>(config);
   }
   WEFT_THROW(ValueError) << "unknown EngineKind " << static_cast<int>(config.kind);
 }
@@ -134,8 +136,8 @@ void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view n
   // touched.
   auto check = [&](VarHandle var, const char* list, size_t index) -> Var* {
     if (var && (deleting || is_live(var))) return var.get();
-    WEFT_THROW(ValueError) << "operation '" << (name.empty() ? "<unnamed>" : name) << "': "
-                           << list << "[" << index << "] is a "
+    WEFT_THROW(ValueError) << "operation '" << (name.empty() ? "<unnamed>" : name) << "': " << list
+                           << "[" << index << "] is a "
                            << (var ? "deleted variable (delete_var was called on this handle: "
                                      "its generation "
                                    : "null variable")

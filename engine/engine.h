@@ -2,10 +2,10 @@
 // waits, errors, and the configuration that selects an implementation.
 #pragma once
 
-#include <cstdint>
-#include <exception>
 #include <compare>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <iosfwd>
@@ -80,8 +80,8 @@ enum class FnProperty : uint8_t {
 
 /// What an operation's function learns about where it runs. Valid during the call only.
 struct RunContext {
-  Device device;  ///< the device the operation was pushed for
-  Stream stream;  ///< the stream to submit device work to (CPU: null handle)
+  Device device;    ///< the device the operation was pushed for
+  Stream stream;    ///< the stream to submit device work to (CPU: null handle)
   int worker = -1;  ///< index of the worker thread within its pool; -1 on a non-worker thread
 };
 
@@ -144,12 +144,13 @@ class VarList {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
 #endif
-  VarList(std::initializer_list<VarHandle> vars) : data_(vars.begin()), size_(vars.size()) {}  // NOLINT
+  VarList(std::initializer_list<VarHandle> vars)
+      : data_(vars.begin()), size_(vars.size()) {}  // NOLINT
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-  VarList(const std::vector<VarHandle>& vars) : data_(vars.data()), size_(vars.size()) {}     // NOLINT
-  VarList(std::span<const VarHandle> vars) : data_(vars.data()), size_(vars.size()) {}        // NOLINT
+  VarList(const std::vector<VarHandle>& vars) : data_(vars.data()), size_(vars.size()) {}  // NOLINT
+  VarList(std::span<const VarHandle> vars) : data_(vars.data()), size_(vars.size()) {}     // NOLINT
   const VarHandle* begin() const { return data_; }
   const VarHandle* end() const { return data_ + size_; }
   size_t size() const { return size_; }
@@ -243,7 +244,8 @@ class EngineError : public Error {
 class Engine {
  public:
   /// Creates an engine of `config.kind`. Throws ValueError on an invalid configuration.
-  static std::unique_ptr<Engine> create(const EngineConfig& config = EngineConfig::from_environment());
+  static std::unique_ptr<Engine> create(
+      const EngineConfig& config = EngineConfig::from_environment());
 
   /// Waits for all pending operations, then stops the workers. Errors never observed by a wait
   /// are reported on stderr. Must not be called from inside one of this engine's operations.

@@ -56,9 +56,7 @@ class ObjectPool {
 
   /// The stamp of the slot that holds (or held) `object`: any pointer ever returned by create().
   /// Note [Slot stamps].
-  static std::atomic<uint64_t>& stamp(const T* object) {
-    return slot_of(object)->stamp;
-  }
+  static std::atomic<uint64_t>& stamp(const T* object) { return slot_of(object)->stamp; }
 
   static void destroy(T* object) {
     object->~T();
@@ -90,8 +88,9 @@ class ObjectPool {
     Cache* owner = nullptr;
     Slot* next = nullptr;
     std::atomic<uint64_t> stamp{0};  // Note [Slot stamps]
-    alignas(alignof(T) > alignof(std::max_align_t) ? alignof(T) : alignof(std::max_align_t))
-        unsigned char storage[sizeof(T)];
+    alignas(alignof(T) > alignof(std::max_align_t)
+                ? alignof(T)
+                : alignof(std::max_align_t)) unsigned char storage[sizeof(T)];
   };
   static constexpr size_t kBatch = 32;  // remote frees handed back per CAS
 
@@ -122,7 +121,8 @@ class ObjectPool {
       if (next_chunk < 16384) next_chunk *= 2;
       // Chunks are never freed (see the note above); they stay reachable from the cache, which
       // is reachable from the leaked registry.
-      Slot* chunk = static_cast<Slot*>(::operator new(count * sizeof(Slot), std::align_val_t(alignof(Slot))));
+      Slot* chunk =
+          static_cast<Slot*>(::operator new(count * sizeof(Slot), std::align_val_t(alignof(Slot))));
       for (size_t i = 0; i < count; ++i) {
         Slot* slot = ::new (static_cast<void*>(&chunk[i])) Slot;
         slot->owner = this;
@@ -151,9 +151,8 @@ class ObjectPool {
         batch.last->next = head;
         // release: the owner's acquire exchange sees our writes to these slots (and, through
         // the engine's own ordering, everything the objects' last users did).
-      } while (!owner->remote_free.compare_exchange_weak(head, batch.first,
-                                                         std::memory_order_release,
-                                                         std::memory_order_relaxed));
+      } while (!owner->remote_free.compare_exchange_weak(
+          head, batch.first, std::memory_order_release, std::memory_order_relaxed));
     }
     batch.first = batch.last = nullptr;
     batch.count = 0;

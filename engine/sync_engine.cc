@@ -83,7 +83,7 @@ void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::st
   if (running_ && !defer) idle_.wait(lock, [&] { return !running_; });
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     const Var* var = op->slots[i].var;
-    const char* problem = var->deleted ? "was deleted (delete_var) before this push"
+    const char* problem = var->deleted         ? "was deleted (delete_var) before this push"
                           : var->owner != this ? "belongs to another engine"
                                                : nullptr;
     if (problem != nullptr) {

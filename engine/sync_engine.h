@@ -51,11 +51,11 @@ class SyncEngine final : public Engine {
   // each operation with mutex_ released. Variables' scheduling state (versions, errors, deleted)
   // is touched only by the runner, or by others under mutex_ while no runner exists.
   std::mutex mutex_;
-  std::condition_variable idle_;          // signalled when the runner finishes
-  std::deque<detail::OprBlock*> queue_;   // guarded by mutex_
-  bool running_ = false;                  // a runner exists; guarded by mutex_
-  bool async_waiting_ = false;            // the runner waits for an async callback; guarded
-  std::thread::id runner_;                // guarded by mutex_
+  std::condition_variable idle_;         // signalled when the runner finishes
+  std::deque<detail::OprBlock*> queue_;  // guarded by mutex_
+  bool running_ = false;                 // a runner exists; guarded by mutex_
+  bool async_waiting_ = false;           // the runner waits for an async callback; guarded
+  std::thread::id runner_;               // guarded by mutex_
   std::atomic<int64_t> pending_{0};
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> vars_created_{0};

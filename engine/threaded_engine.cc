@@ -287,8 +287,8 @@ bool ThreadedEngine::is_worker_thread() const {
 
 void ThreadedEngine::dispatch(OprBlock* op, bool may_run_here) {
   // Note [Which threads run operations]
-  const bool trivial = op->kind == OpKind::kWaitVar ||
-                       (op->kind == OpKind::kDeleteVar && !op->has_body);
+  const bool trivial =
+      op->kind == OpKind::kWaitVar || (op->kind == OpKind::kDeleteVar && !op->has_body);
   if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth &&
       (may_run_here || trivial)) {
     ++t_async_depth;
@@ -609,8 +609,8 @@ int ThreadedEngine::num_workers(Device device) const {
 
 EngineStats ThreadedEngine::stats() const {
   EngineStats stats;
-  stats.pending_ops = pending_.load(std::memory_order_acquire) -
-                      internal_pending_.load(std::memory_order_acquire);
+  stats.pending_ops =
+      pending_.load(std::memory_order_acquire) - internal_pending_.load(std::memory_order_acquire);
   if (stats.pending_ops < 0) stats.pending_ops = 0;
   stats.completed_ops = pushed_.load(std::memory_order_acquire) - stats.pending_ops;
   if (stats.completed_ops < 0) stats.completed_ops = 0;

@@ -63,7 +63,7 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   // destructor, free the engine) while a completing thread still touches the engine.
   alignas(64) std::atomic<int64_t> pending_{0};
   alignas(64) std::atomic<int64_t> pushed_{0};  // user operations only
-  std::atomic<int64_t> internal_pending_{0};     // pending wait_for_var / delete_var operations
+  std::atomic<int64_t> internal_pending_{0};    // pending wait_for_var / delete_var operations
   alignas(64) std::atomic<int64_t> vars_created_{0};
   alignas(64) std::atomic<int64_t> vars_destroyed_{0};
   alignas(64) std::atomic<int> waiters_{0};  // threads in wait_idle

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/engine.h"
 #include "base/spin_lock.h"
+#include "engine/engine.h"
 
 namespace weft {
 namespace detail {
@@ -21,9 +21,9 @@ namespace detail {
 /// is shared and then only read.
 struct ErrorSlot {
   std::exception_ptr error;
-  uint64_t epoch = 0;                              ///< the log's clear count when recorded
-  const std::atomic<uint64_t>* clears = nullptr;   ///< the log's clear count (FailureLog)
-  bool retained = false;                           ///< the log keeps it (FailureLog bound)
+  uint64_t epoch = 0;                             ///< the log's clear count when recorded
+  const std::atomic<uint64_t>* clears = nullptr;  ///< the log's clear count (FailureLog)
+  bool retained = false;                          ///< the log keeps it (FailureLog bound)
   std::atomic<bool> delivered{false};
 
   bool cleared() const {
@@ -60,8 +60,13 @@ class OpName {
       heap_ = std::make_unique<std::string>(name);
     }
   }
-  std::string_view view() const { return heap_ ? std::string_view(*heap_) : std::string_view(inline_); }
-  std::string str() const { std::string_view v = view(); return v.empty() ? "<unnamed>" : std::string(v); }
+  std::string_view view() const {
+    return heap_ ? std::string_view(*heap_) : std::string_view(inline_);
+  }
+  std::string str() const {
+    std::string_view v = view();
+    return v.empty() ? "<unnamed>" : std::string(v);
+  }
 
  private:
   char inline_[32];
@@ -99,8 +104,8 @@ struct alignas(64) OprBlock {
     ~Body() {}
   } body;
   VarSlot inline_slots[kInlineSlots];
-  uint64_t profile_id = 0;  ///< non-zero while profiling
-  void* completion_state = nullptr;  ///< the sync engine's wait for an async completion
+  uint64_t profile_id = 0;               ///< non-zero while profiling
+  void* completion_state = nullptr;      ///< the sync engine's wait for an async completion
   std::shared_ptr<ErrorSlot> inherited;  ///< set when skipped because an input carried an error
   OpName name;
   // Profiling (only filled while the profiler is enabled).
@@ -242,9 +247,9 @@ class Var {
   detail::SpinLock lock;
   detail::VarSlot* head = nullptr;  ///< first waiting dependency
   detail::VarSlot* tail = nullptr;
-  int32_t running_reads = 0;        ///< granted reads not yet completed
-  bool write_running = false;       ///< a granted write not yet completed
-  bool deleted = false;             ///< delete_var was pushed (guarded by `lock` / engine mutex)
+  int32_t running_reads = 0;   ///< granted reads not yet completed
+  bool write_running = false;  ///< a granted write not yet completed
+  bool deleted = false;        ///< delete_var was pushed (guarded by `lock` / engine mutex)
 
   bool has_error() const { return error && !error->cleared(); }
 };

@@ -84,7 +84,7 @@ class ReadyQueue {
   OprBlock* try_take();
   OprBlock* try_pop_fifo();  // requires consumer_lock_
   void push_node(OprBlock* node);
-  OprBlock* exchange_tail(OprBlock* node);              // first step of a push
+  OprBlock* exchange_tail(OprBlock* node);               // first step of a push
   static void link(OprBlock* previous, OprBlock* node);  // second step
   bool has_work() const;
   void wake_one();

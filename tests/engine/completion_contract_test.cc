@@ -136,12 +136,12 @@ TEST_P(CompletionTest, StaleVarHandleIsRejectedAfterItsSlotIsReused) {
   ASSERT_TRUE(reused) << "the pool never handed the deleted variable's slot out again";
   VarHandle successor = fresh.back();
   std::atomic<int> ran{0};
-  EXPECT_THROW(engine_->push([&](const RunContext&) { ran.fetch_add(1); }, Device::cpu(), {},
-                             {stale}),
-               ValueError);
-  EXPECT_THROW(engine_->push([&](const RunContext&) { ran.fetch_add(1); }, Device::cpu(), {stale},
-                             {}),
-               ValueError);
+  EXPECT_THROW(
+      engine_->push([&](const RunContext&) { ran.fetch_add(1); }, Device::cpu(), {}, {stale}),
+      ValueError);
+  EXPECT_THROW(
+      engine_->push([&](const RunContext&) { ran.fetch_add(1); }, Device::cpu(), {stale}, {}),
+      ValueError);
   EXPECT_THROW(engine_->wait_for_var(stale), ValueError);
   EXPECT_THROW(engine_->var_version(stale), ValueError);
   EXPECT_THROW(engine_->delete_var(stale), ValueError);
@@ -179,8 +179,10 @@ TEST_P(KAsyncThreadTest, KAsyncOpReleasedByAForeignThreadRunsOnAWorker) {
       [&](const RunContext&, CallbackOnComplete done) {
         completers_.spawn([&, done] {
           foreign.store(std::this_thread::get_id());
-          if (release.wait_for()) done();
-          else done(std::make_exception_ptr(TestFailure("never released")));
+          if (release.wait_for())
+            done();
+          else
+            done(std::make_exception_ptr(TestFailure("never released")));
         });
       },
       Device::cpu(), {}, {a}, FnProperty::kNormal, 0, "foreign completion");
