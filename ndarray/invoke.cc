@@ -212,7 +212,11 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   // less than the hand-off to a worker (a wake-up, and memory allocated on one thread and freed
   // on another). Such kernels are pushed as kAsync operations, which the engine runs on the
   // thread that makes them ready: the caller's thread when the inputs are already computed, or the
-  // worker that completes the last dependency. Ordering and error semantics are unchanged.
+  // worker that completes the last dependency. When a foreign thread's on_complete (a CUDA host
+  // callback, an MPI thread) makes one ready, the engine hands it to a worker instead (Note [Which
+  // threads run operations] in engine/threaded_engine.cc). Ordering and error semantics are
+  // unchanged. The body completes through its callback, not as a push_sync body, so that the
+  // engine does not chain further operations into the thread that runs it inline.
   int64_t out_elements = 0;
   for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
   if (device.type == DeviceType::kCPU && pk->compute != nullptr && out_elements <= kInlineKernelElements &&

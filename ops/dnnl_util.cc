@@ -4,10 +4,16 @@
 #if WEFT_USE_ONEDNN
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
+#include <iterator>
 #include <list>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
+
+#include "base/env.h"
 
 namespace weft::dnnl_util {
 
@@ -23,19 +29,28 @@ dnnl::stream& thread_stream() {
 
 dnnl::memory::data_type to_dnnl(DType type) {
   switch (type) {
-    case DType::kFloat32: return dnnl::memory::data_type::f32;
-    case DType::kFloat16: return dnnl::memory::data_type::f16;
-    case DType::kBFloat16: return dnnl::memory::data_type::bf16;
-    case DType::kInt32: return dnnl::memory::data_type::s32;
-    case DType::kInt8: return dnnl::memory::data_type::s8;
-    case DType::kUInt8: return dnnl::memory::data_type::u8;
-    default: break;
+    case DType::kFloat32:
+      return dnnl::memory::data_type::f32;
+    case DType::kFloat16:
+      return dnnl::memory::data_type::f16;
+    case DType::kBFloat16:
+      return dnnl::memory::data_type::bf16;
+    case DType::kInt32:
+      return dnnl::memory::data_type::s32;
+    case DType::kInt8:
+      return dnnl::memory::data_type::s8;
+    case DType::kUInt8:
+      return dnnl::memory::data_type::u8;
+    default:
+      break;
   }
   WEFT_THROW(NotImplemented) << "oneDNN has no data type for " << dtype_name(type);
 }
 
 dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
-dnnl::memory::dims to_dims(const TensorView& v) { return dnnl::memory::dims(v.shape, v.shape + v.ndim); }
+dnnl::memory::dims to_dims(const TensorView& v) {
+  return dnnl::memory::dims(v.shape, v.shape + v.ndim);
+}
 
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType type) {
   dnnl::memory::dims strides(dims.size());
@@ -49,25 +64,121 @@ dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType type) {
 
 dnnl::memory::desc plain_desc(const TensorView& v) { return plain_desc(to_dims(v), v.dtype()); }
 
-dnnl::memory wrap(const TensorView& v) { return dnnl::memory(plain_desc(v), cpu_engine(), v.raw()); }
-dnnl::memory wrap(const dnnl::memory::desc& desc, void* ptr) { return dnnl::memory(desc, cpu_engine(), ptr); }
-
-namespace {
-struct Cache {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<void>> entries;
-};
-Cache& primitive_cache() {
-  static Cache* cache = new Cache();
-  return *cache;
+dnnl::memory wrap(const TensorView& v) {
+  return dnnl::memory(plain_desc(v), cpu_engine(), v.raw());
+}
+dnnl::memory wrap(const dnnl::memory::desc& desc, void* ptr) {
+  return dnnl::memory(desc, cpu_engine(), ptr);
 }
 
-// Weight cache: bounded LRU of reordered weights keyed by (primitive, pointer, version).
-struct WeightCache {
-  static constexpr size_t kCapacity = 256;
-  std::mutex mutex;
-  std::list<std::pair<std::string, std::shared_ptr<dnnl::memory>>> lru;
+// Note [oneDNN cache bounds]
+// Two caches keep oneDNN objects between kernel calls, and neither may grow without bound over a
+// long run that sees many shapes (variable batch or sequence sizes):
+// - Primitives: one LRU cache per thread (a primitive with a library-managed scratchpad must not
+//   run on two threads at once), bounded in entries; so the whole is bounded by threads x bound,
+//   and a thread's cache goes when the thread exits. Only the owning thread evicts from its
+//   cache, at its own lookups, and cached<T>() hands out references: the last kPinnedLookups
+//   entries a thread returned are kept alive beside the cache so that a kernel's reference
+//   survives its own further lookups even when the bound is tiny.
+// - Reordered weights: one cache shared by all threads, bounded in bytes, least recently used
+//   out first, one version per weight. Entries are shared_ptrs, so evicting one that a running
+//   kernel holds only drops the cache's reference.
+// The bounds come from WEFT_DNNL_PRIMITIVE_CACHE / WEFT_DNNL_WEIGHT_CACHE_MB (read once, through
+// base/env) unless set explicitly.
+namespace {
+
+struct Limits {
+  std::atomic<int64_t> primitive_entries{kDefaultPrimitiveCacheEntries};
+  std::atomic<int64_t> weight_bytes{kDefaultWeightCacheBytes};
+};
+Limits& limits() {
+  static Limits* limits = [] {
+    auto* l = new Limits();  // leaked: used by threads that exit during static destruction
+    Environment env = read_environment();
+    if (env.dnnl_primitive_cache_entries) {
+      l->primitive_entries.store(*env.dnnl_primitive_cache_entries, std::memory_order_relaxed);
+    }
+    if (env.dnnl_weight_cache_mb) {
+      l->weight_bytes.store(*env.dnnl_weight_cache_mb << 20, std::memory_order_relaxed);
+    }
+    return l;
+  }();
+  return *limits;
+}
+
+// One thread's primitive cache. The owning thread looks up and evicts; stats readers only count.
+struct ThreadCache {
+  std::mutex mutex;  // owner vs. readers of the statistics; never contended on the hot path
+  std::list<std::pair<std::string, std::shared_ptr<void>>> lru;  // most recent first
   std::unordered_map<std::string, decltype(lru)::iterator> index;
+  uint64_t evictions = 0;
+  std::shared_ptr<void> pins[kPinnedLookups];  // recently returned entries (owner only)
+  int next_pin = 0;
+
+  void pin(std::shared_ptr<void> value) {
+    pins[next_pin] = std::move(value);
+    next_pin = (next_pin + 1) % kPinnedLookups;
+  }
+};
+
+struct CacheRegistry {
+  std::mutex mutex;
+  std::vector<ThreadCache*> caches;
+  uint64_t exited_evictions = 0;  // of caches whose thread exited
+};
+CacheRegistry& registry() {
+  static CacheRegistry* registry = new CacheRegistry();  // leaked, like limits()
+  return *registry;
+}
+
+ThreadCache& thread_cache() {
+  struct Holder {
+    ThreadCache* cache = new ThreadCache();
+    Holder() {
+      CacheRegistry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.caches.push_back(cache);
+    }
+    ~Holder() {
+      CacheRegistry& r = registry();
+      {
+        std::lock_guard<std::mutex> lock(r.mutex);
+        std::erase(r.caches, cache);
+        r.exited_evictions += cache->evictions;
+      }
+      delete cache;
+    }
+  };
+  thread_local Holder holder;
+  return *holder.cache;
+}
+
+// Reordered weights: an LRU bounded in bytes; the key names the weight (primitive, storage id
+// and address), the entry holds one version of it.
+struct WeightEntry {
+  std::string key;
+  uint64_t version = 0;
+  std::shared_ptr<dnnl::memory> memory;
+  int64_t bytes = 0;
+};
+struct WeightCache {
+  std::mutex mutex;
+  std::list<WeightEntry> lru;  // most recent first
+  std::unordered_map<std::string, std::list<WeightEntry>::iterator> index;
+  int64_t bytes = 0;
+  uint64_t evictions = 0;
+
+  void erase(std::list<WeightEntry>::iterator it) {
+    bytes -= it->bytes;
+    index.erase(it->key);
+    lru.erase(it);
+  }
+  void evict_to(int64_t limit) {
+    while (bytes > limit && !lru.empty()) {
+      erase(std::prev(lru.end()));
+      ++evictions;
+    }
+  }
 };
 WeightCache& weight_cache() {
   static WeightCache* cache = new WeightCache();
@@ -75,32 +186,88 @@ WeightCache& weight_cache() {
 }
 }  // namespace
 
-std::shared_ptr<void> cache_lookup(const std::string& shared_key, const std::function<std::shared_ptr<void>()>& make) {
-  // One entry per thread: a primitive whose scratchpad the library manages keeps it inside the
-  // primitive, so two threads running the same primitive object at once would share it (a race
-  // seen when two kernels of one shape run concurrently). Worker threads are few and long-lived.
-  thread_local const std::string suffix =
-      "|t" + std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
-  const std::string key = shared_key + suffix;
-  Cache& c = primitive_cache();
+std::shared_ptr<void> cache_lookup(const std::string& key,
+                                   const std::function<std::shared_ptr<void>()>& make) {
+  ThreadCache& c = thread_cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.entries.find(key);
-    if (it != c.entries.end()) return it->second;
+    auto it = c.index.find(key);
+    if (it != c.index.end()) {
+      c.lru.splice(c.lru.begin(), c.lru, it->second);
+      c.pin(it->second->second);
+      return it->second->second;
+    }
   }
-  auto value = make();  // built outside the lock: primitive creation can take milliseconds
+  // Built outside the lock: primitive creation can take milliseconds, and `make` may look up
+  // other entries of this thread's cache.
+  auto value = make();
+  const auto limit =
+      static_cast<size_t>(limits().primitive_entries.load(std::memory_order_relaxed));
   std::lock_guard<std::mutex> lock(c.mutex);
-  auto [it, inserted] = c.entries.emplace(key, std::move(value));
-  return it->second;
+  auto it = c.index.find(key);
+  if (it == c.index.end()) {
+    c.lru.emplace_front(key, std::move(value));
+    it = c.index.emplace(key, c.lru.begin()).first;
+  } else {
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+  }
+  std::shared_ptr<void> result = it->second->second;
+  c.pin(result);
+  while (c.lru.size() > limit) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+    ++c.evictions;
+  }
+  return result;
 }
 
-size_t cache_size() {
-  Cache& c = primitive_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return c.entries.size();
+void set_primitive_cache_limit(int64_t entries_per_thread) {
+  WEFT_CHECK(entries_per_thread >= 1)
+      << "the oneDNN primitive cache bound must be at least 1 entry per thread, got "
+      << entries_per_thread;
+  limits().primitive_entries.store(entries_per_thread, std::memory_order_relaxed);
 }
 
-dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& dst_desc, void* dst_buffer) {
+int64_t primitive_cache_limit() {
+  return limits().primitive_entries.load(std::memory_order_relaxed);
+}
+
+void set_weight_cache_limit(int64_t bytes) {
+  WEFT_CHECK(bytes >= 0) << "the oneDNN weight cache budget must not be negative, got " << bytes;
+  limits().weight_bytes.store(bytes, std::memory_order_relaxed);
+  WeightCache& c = weight_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.evict_to(bytes);
+}
+
+int64_t weight_cache_limit() { return limits().weight_bytes.load(std::memory_order_relaxed); }
+
+CacheStats cache_stats() {
+  CacheStats stats;
+  ThreadCache& mine = thread_cache();
+  {
+    CacheRegistry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    stats.primitive_evictions = r.exited_evictions;
+    for (ThreadCache* cache : r.caches) {
+      std::lock_guard<std::mutex> cache_lock(cache->mutex);
+      stats.primitive_entries += cache->lru.size();
+      stats.primitive_evictions += cache->evictions;
+      if (cache == &mine) stats.primitive_entries_this_thread = cache->lru.size();
+    }
+  }
+  WeightCache& w = weight_cache();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  stats.weight_entries = w.lru.size();
+  stats.weight_bytes = w.bytes;
+  stats.weight_evictions = w.evictions;
+  return stats;
+}
+
+size_t cache_size() { return cache_stats().primitive_entries; }
+
+dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& dst_desc,
+                               void* dst_buffer) {
   if (src.get_desc() == dst_desc) return src;
   dnnl::memory dst = dst_buffer ? dnnl::memory(dst_desc, cpu_engine(), dst_buffer)
                                 : dnnl::memory(dst_desc, cpu_engine());
@@ -115,27 +282,34 @@ std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const T
   dnnl::memory src = wrap(w);
   if (src.get_desc() == want) return std::make_shared<dnnl::memory>(src);
   if (storage_id == 0) return std::make_shared<dnnl::memory>(reorder_if_needed(src, want));
-  std::string key = prim_key + "|w@" + std::to_string(storage_id) + ":" +
-                    std::to_string(reinterpret_cast<uintptr_t>(w.raw())) + "#" + std::to_string(version);
+  const std::string key = prim_key + "|w@" + std::to_string(storage_id) + ":" +
+                          std::to_string(reinterpret_cast<uintptr_t>(w.raw()));
   WeightCache& c = weight_cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.index.find(key);
     if (it != c.index.end()) {
-      c.lru.splice(c.lru.begin(), c.lru, it->second);
-      return it->second->second;
+      if (it->second->version == version) {
+        c.lru.splice(c.lru.begin(), c.lru, it->second);
+        return it->second->memory;
+      }
+      c.erase(it->second);  // an older version of this weight: it will not be asked for again
     }
   }
   auto value = std::make_shared<dnnl::memory>(reorder_if_needed(src, want));
+  const auto bytes = static_cast<int64_t>(want.get_size());
+  const int64_t limit = limits().weight_bytes.load(std::memory_order_relaxed);
+  if (bytes > limit) return value;  // larger than the whole budget: not cached
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.index.count(key) == 0) {
-    c.lru.emplace_front(key, value);
-    c.index[key] = c.lru.begin();
-    if (c.lru.size() > WeightCache::kCapacity) {
-      c.index.erase(c.lru.back().first);
-      c.lru.pop_back();
-    }
+  auto it = c.index.find(key);
+  if (it != c.index.end()) {
+    if (it->second->version == version) return value;  // another thread cached it meanwhile
+    c.erase(it->second);
   }
+  c.lru.push_front(WeightEntry{key, version, value, bytes});
+  c.index.emplace(key, c.lru.begin());
+  c.bytes += bytes;
+  c.evict_to(limit);
   return value;
 }
 

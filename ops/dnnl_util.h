@@ -5,11 +5,11 @@
 #include "base/build_config.h"
 
 #if WEFT_USE_ONEDNN
+#include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
 #include "ops/op.h"
 
@@ -33,18 +33,52 @@ dnnl::memory wrap(const TensorView& v);
 dnnl::memory wrap(const dnnl::memory::desc& desc, void* ptr);
 
 /// Cache of primitives (and anything else) keyed by a string built from the op, its params and
-/// shapes, one entry per calling thread: primitives with a library-managed scratchpad must not run
-/// on two threads at once.
+/// shapes. Each thread has its own cache: primitives with a library-managed scratchpad must not
+/// run on two threads at once. Each thread's cache is an LRU bounded in entries
+/// (primitive_cache_limit(), default kDefaultPrimitiveCacheEntries, WEFT_DNNL_PRIMITIVE_CACHE);
+/// a thread's cache is freed when the thread exits. Note [oneDNN cache bounds].
 /// Returns the cached value, building it with `make` on a miss. Thread-safe.
-std::shared_ptr<void> cache_lookup(const std::string& key, const std::function<std::shared_ptr<void>()>& make);
+std::shared_ptr<void> cache_lookup(const std::string& key,
+                                   const std::function<std::shared_ptr<void>()>& make);
 
+/// The cached value for `key` on this thread. The reference stays valid for at least the calling
+/// thread's next kPinnedLookups lookups, even if the bound evicts the entry meanwhile (a kernel
+/// uses it within its own call).
 template <typename T>
 T& cached(const std::string& key, const std::function<T()>& make) {
-  auto p = cache_lookup(key, [&] { return std::static_pointer_cast<void>(std::make_shared<T>(make())); });
+  auto p = cache_lookup(
+      key, [&] { return std::static_pointer_cast<void>(std::make_shared<T>(make())); });
   return *static_cast<T*>(p.get());
 }
 
-/// Number of entries in the primitive cache (for tests and stats).
+/// Default bound of each thread's primitive cache, in entries.
+inline constexpr int64_t kDefaultPrimitiveCacheEntries = 512;
+/// Entries a thread keeps alive after returning them (see cached()).
+inline constexpr int kPinnedLookups = 16;
+/// Default budget of the reordered-weight cache, in bytes (512 MiB).
+inline constexpr int64_t kDefaultWeightCacheBytes = int64_t{512} << 20;
+
+/// Sets the bound of every thread's primitive cache (>= 1 entries). A thread applies it at its
+/// next lookup. Thread-safe.
+void set_primitive_cache_limit(int64_t entries_per_thread);
+int64_t primitive_cache_limit();
+/// Sets the reordered-weight cache's budget in bytes (0 disables the cache); evicts at once.
+/// Thread-safe.
+void set_weight_cache_limit(int64_t bytes);
+int64_t weight_cache_limit();
+
+/// What the caches hold. A snapshot.
+struct CacheStats {
+  size_t primitive_entries = 0;              ///< all threads together
+  size_t primitive_entries_this_thread = 0;  ///< the calling thread's cache
+  uint64_t primitive_evictions = 0;          ///< since start, threads that exited included
+  size_t weight_entries = 0;
+  int64_t weight_bytes = 0;  ///< bytes of the cached reordered weights
+  uint64_t weight_evictions = 0;
+};
+CacheStats cache_stats();
+
+/// Number of entries in the primitive cache over all threads (for tests and stats).
 size_t cache_size();
 
 /// Reorders `src` (memory) into `dst_desc` when they differ; returns src itself when they match.
@@ -54,6 +88,10 @@ dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc
 
 /// A weight in a kernel's preferred layout, reordered once per (storage id, version) and cached
 /// (see OpContext::input_storage_ids). `storage_id` == 0 disables the cache (reorders every call).
+/// The cache is shared by all threads and bounded in bytes (weight_cache_limit(), default
+/// kDefaultWeightCacheBytes, WEFT_DNNL_WEIGHT_CACHE_MB), least recently used first out; it keeps
+/// one version per weight (a new version replaces the old), and a weight larger than the whole
+/// budget is reordered without being cached. The returned memory stays valid while held.
 std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const TensorView& w,
                                             const dnnl::memory::desc& want, uint64_t storage_id,
                                             uint64_t version);
