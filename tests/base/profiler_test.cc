@@ -24,10 +24,12 @@ class ProfilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     profiler().stop();
+    profiler().set_max_events(Profiler::kDefaultMaxEvents);
     profiler().clear();
   }
   void TearDown() override {
     profiler().stop();
+    profiler().set_max_events(Profiler::kDefaultMaxEvents);
     profiler().clear();
   }
   static Profiler& profiler() { return Profiler::global(); }
@@ -267,6 +269,49 @@ TEST_F(ProfilerTest, WritingToUnwritablePathThrowsErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+}
+
+// The buffers are bounded (Profiler::max_events): events past the bound are dropped and counted,
+// and the trace says how many.
+TEST_F(ProfilerTest, EventsPastTheBoundAreDroppedAndCounted) {
+  profiler().set_max_events(100);
+  profiler().start();
+  for (int i = 0; i < 90; ++i) profiler().record_op(make_record("op", 1000 * i, 1000 * i + 500));
+  for (int i = 0; i < 40; ++i) profiler().record_flow(1, 2);
+  for (int i = 0; i < 20; ++i) profiler().record_counter("bytes", i);
+  EXPECT_EQ(profiler().event_count(), 100u);
+  EXPECT_EQ(profiler().op_count(), 90u);
+  EXPECT_EQ(profiler().dropped_events(), 50);
+  nlohmann::json doc = nlohmann::json::parse(profiler().chrome_trace_json());
+  EXPECT_EQ(doc["otherData"]["dropped_events"], 50);
+  EXPECT_EQ(doc["otherData"]["max_events"], 100);
+  EXPECT_EQ(parse_chrome_trace(profiler().chrome_trace_json()).problem_text(), "");
+  // clear() empties the buffers and the count; the bound applies afresh.
+  profiler().clear();
+  EXPECT_EQ(profiler().event_count(), 0u);
+  EXPECT_EQ(profiler().dropped_events(), 0);
+  for (int i = 0; i < 150; ++i) profiler().record_counter("bytes", i);
+  EXPECT_EQ(profiler().event_count(), 100u);
+  EXPECT_EQ(profiler().dropped_events(), 50);
+}
+
+TEST_F(ProfilerTest, BoundHoldsAcrossRecordingThreads) {
+  profiler().set_max_events(1000);
+  profiler().start();
+  const int threads = 6;
+  const int per_thread = 400;
+  std::vector<std::thread> recorders;
+  for (int t = 0; t < threads; ++t) {
+    recorders.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        profiler().record_op(make_record("t" + std::to_string(t), i * 10, i * 10 + 5));
+      }
+    });
+  }
+  for (auto& thread : recorders) thread.join();
+  EXPECT_LE(profiler().event_count(), 1000u);
+  EXPECT_EQ(static_cast<int64_t>(profiler().event_count()) + profiler().dropped_events(),
+            threads * per_thread);
 }
 
 }  // namespace

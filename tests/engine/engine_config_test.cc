@@ -16,6 +16,7 @@ class EngineConfigTest : public ::testing::Test {
   ScopedEnv engine_{"WEFT_ENGINE", std::nullopt};
   ScopedEnv workers_{"WEFT_CPU_WORKERS", std::nullopt};
   ScopedEnv profile_{"WEFT_PROFILE", std::nullopt};
+  ScopedEnv profile_events_{"WEFT_PROFILE_MAX_EVENTS", std::nullopt};
 };
 
 /// The message of the ValueError EngineConfig::from_environment() throws, or "<none>".
@@ -88,6 +89,30 @@ TEST_F(EngineConfigTest, DefaultCpuWorkersIsOnePerHardwareThread) {
 
 TEST_F(EngineConfigTest, NegativeWorkerCountIsRejected) {
   EXPECT_THROW(Engine::create(make_config(EngineKind::kThreaded, -1)), ValueError);
+}
+
+TEST_F(EngineConfigTest, EnvironmentSetsProfileEventBound) {
+  EXPECT_EQ(EngineConfig::from_environment().profile_max_events, EngineConfig().profile_max_events);
+  ScopedEnv events("WEFT_PROFILE_MAX_EVENTS", "5000");
+  EXPECT_EQ(EngineConfig::from_environment().profile_max_events, 5000);
+}
+
+TEST_F(EngineConfigTest, MalformedProfileEventBoundThrowsValueErrorNamingVariable) {
+  for (const char* bad : {"lots", "0", "-5", "12x"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv events("WEFT_PROFILE_MAX_EVENTS", bad);
+    std::string message = config_error();
+    EXPECT_NE(message.find("WEFT_PROFILE_MAX_EVENTS"), std::string::npos) << message;
+  }
+}
+
+TEST_F(EngineConfigTest, InvalidBoundsAreRejected) {
+  EngineConfig config = make_config(EngineKind::kSync, 0);
+  config.profile_max_events = 0;
+  EXPECT_THROW(Engine::create(config), ValueError);
+  config = make_config(EngineKind::kSync, 0);
+  config.max_retained_errors = -1;
+  EXPECT_THROW(Engine::create(config), ValueError);
 }
 
 TEST_F(EngineConfigTest, CreateUsesEnvironmentByDefault) {
