@@ -292,7 +292,8 @@ void ThreadedEngine::dispatch(OprBlock* op, bool may_run_here) {
   if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth &&
       (may_run_here || trivial)) {
     ++t_async_depth;
-    RunContext context{op->device, Stream{op->device, nullptr}, detail::current_worker_index()};
+    const int worker = is_worker_thread() ? detail::current_worker_index() : -1;
+    RunContext context{op->device, Stream{op->device, nullptr}, worker};
     run(op, context);
     --t_async_depth;
     return;
