@@ -51,7 +51,8 @@ int run_case(const json& c) {
   std::vector<NDArray> outputs;
   if (backward) {
     for (int i : grad_inputs) {
-      WEFT_CHECK(i >= 0 && i < static_cast<int>(inputs.size())) << "grad_inputs index " << i << " out of range";
+      WEFT_CHECK(i >= 0 && i < static_cast<int>(inputs.size()))
+          << "grad_inputs index " << i << " out of range";
       inputs[static_cast<size_t>(i)].attach_grad();
     }
     {
@@ -74,15 +75,18 @@ int run_case(const json& c) {
     autograd::PredictModeScope predict;
     outputs = invoke(op, inputs, attrs);
   }
-  for (size_t i = 0; i < outputs.size(); ++i) save_npy_array(prefix + "out" + std::to_string(i) + ".npy", outputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    save_npy_array(prefix + "out" + std::to_string(i) + ".npy", outputs[i]);
   if (backward) {
     for (int i : grad_inputs) {
-      save_npy_array(prefix + "grad" + std::to_string(i) + ".npy", inputs[static_cast<size_t>(i)].grad());
+      save_npy_array(prefix + "grad" + std::to_string(i) + ".npy",
+                     inputs[static_cast<size_t>(i)].grad());
     }
   }
   if (c.contains("dump_inputs")) {
     for (int i : c.at("dump_inputs").get<std::vector<int>>()) {
-      WEFT_CHECK(i >= 0 && i < static_cast<int>(inputs.size())) << "dump_inputs index " << i << " out of range";
+      WEFT_CHECK(i >= 0 && i < static_cast<int>(inputs.size()))
+          << "dump_inputs index " << i << " out of range";
       save_npy_array(prefix + "in" + std::to_string(i) + ".npy", inputs[static_cast<size_t>(i)]);
     }
   }
@@ -124,8 +128,8 @@ int main_impl(int argc, char** argv) {
       r["ok"] = false;
       r["error"] = e.what();
       any_failed = true;
-      std::cerr << "weft_op_driver: case '" << r["id"].get<std::string>() << "' (" << c.value("op", "?")
-                << "): " << e.what() << "\n";
+      std::cerr << "weft_op_driver: case '" << r["id"].get<std::string>() << "' ("
+                << c.value("op", "?") << "): " << e.what() << "\n";
     }
     results.push_back(std::move(r));
   }
