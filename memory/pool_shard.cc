@@ -1,12 +1,13 @@
 // The pooled allocator's blocks and shards: taking a block of a size class from a shard
 // (splitting best-fit blocks), new segments from upstream, merging freed neighbours, giving the
 // cache back, and the orphaned shards that outlive their pool.
+#include "memory/pool_shard.h"
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
 
 #include "base/error.h"
-#include "memory/pool_shard.h"
 
 namespace weft {
 
@@ -19,8 +20,8 @@ using detail::pool::kRoundLarge;
 using detail::pool::kSegmentAlignment;
 using detail::pool::kSmallBuffer;
 using detail::pool::kSmallSize;
-using detail::pool::usable_on;
 using detail::pool::mergeable;
+using detail::pool::usable_on;
 
 // Takes a cached block for `rounded` bytes on `stream`, splitting best-fit blocks. Requires the
 // shard's lock. Returns null on a miss.
@@ -129,11 +130,13 @@ PooledAllocator::Block* PooledAllocator::upstream_allocate(Shard& shard, size_t 
 
 // Merges a free block (not in a bin) with its free neighbours where allowed; returns the
 // result. Requires the shard's lock.
-PooledAllocator::Block* PooledAllocator::merge_neighbours(Shard& shard, void* bins_ptr, Block* block) {
+PooledAllocator::Block* PooledAllocator::merge_neighbours(Shard& shard, void* bins_ptr,
+                                                          Block* block) {
   FreeBins& bins = *static_cast<FreeBins*>(bins_ptr);
   auto absorb_event = [](Block* into, Block* from) {
     // Keep the event that covers the most work: a pending one, the newer on the same stream.
-    if (from->event_pending && (!into->event_pending || from->stream.handle == into->stream.handle)) {
+    if (from->event_pending &&
+        (!into->event_pending || from->stream.handle == into->stream.handle)) {
       into->event = std::move(from->event);
       into->event_pending = true;
     }
@@ -332,7 +335,7 @@ void PooledAllocator::free_orphaned(Block* block) noexcept {
     delete piece;
     piece = next;
   }
-  delete release;  // its DataPtr returns the segment upstream
+  delete release;          // its DataPtr returns the segment upstream
   if (last) delete shard;  // no block refers to it any more; drops the upstream reference
 }
 

@@ -17,9 +17,9 @@
 namespace weft {
 namespace detail::pool {
 // Best-fit sizing, as in PyTorch's CUDA caching allocator.
-constexpr size_t kMinBlock = 512;                  // every best-fit size is a multiple of this
-constexpr size_t kSmallSize = size_t{1} << 20;     // requests up to this use the small pool
-constexpr size_t kSmallBuffer = size_t{2} << 20;   // segment size of the small pool
+constexpr size_t kMinBlock = 512;                 // every best-fit size is a multiple of this
+constexpr size_t kSmallSize = size_t{1} << 20;    // requests up to this use the small pool
+constexpr size_t kSmallBuffer = size_t{2} << 20;  // segment size of the small pool
 constexpr size_t kMinLargeAlloc = size_t{10} << 20;
 constexpr size_t kLargeBuffer = size_t{20} << 20;  // segment size for mid-sized requests
 constexpr size_t kRoundLarge = size_t{2} << 20;    // larger segments round to this

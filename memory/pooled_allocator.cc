@@ -32,9 +32,12 @@ uint32_t thread_index() {
 
 const char* pool_strategy_name(PoolStrategy strategy) {
   switch (strategy) {
-    case PoolStrategy::kExact: return "exact";
-    case PoolStrategy::kRound: return "round";
-    case PoolStrategy::kBestFit: return "best_fit";
+    case PoolStrategy::kExact:
+      return "exact";
+    case PoolStrategy::kRound:
+      return "round";
+    case PoolStrategy::kBestFit:
+      return "best_fit";
   }
   return "unknown";
 }
@@ -70,15 +73,16 @@ PooledAllocator::PooledAllocator(std::shared_ptr<Allocator> upstream, PoolConfig
   if (config_.limit_fraction > 0.0) {
     const Device memory_device = dev.type == DeviceType::kCUDAHost ? Device::cpu() : dev;
     DeviceAPI* api = DeviceAPI::try_get(memory_device.type);
-    int64_t total = api != nullptr ? api->attribute(memory_device, DeviceAttribute::kTotalMemory) : 0;
+    int64_t total =
+        api != nullptr ? api->attribute(memory_device, DeviceAttribute::kTotalMemory) : 0;
     WEFT_CHECK(total > 0) << "PooledAllocator: limit_fraction set but the memory size of "
                           << to_string(dev) << " is unknown";
     auto by_fraction = static_cast<size_t>(static_cast<double>(total) * config_.limit_fraction);
     limit_ = limit_ == 0 ? by_fraction : std::min(limit_, by_fraction);
   }
   // A power of two, so a thread finds its shard with a mask rather than a division.
-  int shards = static_cast<int>(std::bit_ceil(static_cast<unsigned>(
-      config_.arenas > 0 ? config_.arenas : std::min(cpu_core_count(), 8))));
+  int shards = static_cast<int>(std::bit_ceil(
+      static_cast<unsigned>(config_.arenas > 0 ? config_.arenas : std::min(cpu_core_count(), 8))));
   shard_mask_ = static_cast<uint32_t>(shards - 1);
   for (int i = 0; i < shards; ++i) {
     arenas_.push_back(std::make_unique<Shard>());
@@ -89,7 +93,6 @@ PooledAllocator::PooledAllocator(std::shared_ptr<Allocator> upstream, PoolConfig
   track_in_use_ = "memory " + name() + " in use";
   track_reserved_ = "memory " + name() + " reserved";
 }
-
 
 PooledAllocator::~PooledAllocator() {
   // Gives back every cached segment; a shard with blocks still out is orphaned and frees them
@@ -108,11 +111,13 @@ std::string PooledAllocator::name() const {
 size_t PooledAllocator::rounded_size(size_t bytes) const {
   const size_t n = bytes == 0 ? 1 : bytes;
   switch (config_.strategy) {
-    case PoolStrategy::kExact: return detail::round_up(n, config_.exact_granularity);
+    case PoolStrategy::kExact:
+      return detail::round_up(n, config_.exact_granularity);
     case PoolStrategy::kRound:
       if (n < config_.round_cutoff) return std::max(kMinBlock, std::bit_ceil(n));
       return detail::round_up(n, config_.round_cutoff);
-    case PoolStrategy::kBestFit: return detail::round_up(n, kMinBlock);
+    case PoolStrategy::kBestFit:
+      return detail::round_up(n, kMinBlock);
   }
   return n;
 }
@@ -148,8 +153,6 @@ bool PooledAllocator::reserve(size_t bytes) {
 void PooledAllocator::unreserve(size_t bytes) {
   reserved_.fetch_sub(bytes, std::memory_order_relaxed);  // relaxed: a budget counter
 }
-
-
 
 DataPtr PooledAllocator::allocate_impl(size_t bytes, const Stream& stream, size_t alignment) {
   const size_t align = detail::effective_alignment(alignment);
@@ -253,7 +256,6 @@ void PooledAllocator::trace_counters() const {
   profiler_->record_counter(track_in_use_, static_cast<double>(s.in_use_bytes));
   profiler_->record_counter(track_reserved_, static_cast<double>(s.reserved_bytes));
 }
-
 
 void PooledAllocator::free_block(void* context, void*, size_t) noexcept {
   auto* block = static_cast<Block*>(context);

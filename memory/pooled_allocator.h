@@ -68,21 +68,21 @@ struct PoolConfig {
 
 /// Byte and event counts of a pool. A snapshot.
 struct PoolStats {
-  size_t in_use_bytes = 0;       ///< bytes of blocks handed out (block sizes, after rounding)
-  size_t requested_bytes = 0;    ///< bytes the live allocations asked for
-  size_t cached_bytes = 0;       ///< reserved from upstream but free in the pool
-  size_t reserved_bytes = 0;     ///< held from the upstream allocator (in use + cached)
+  size_t in_use_bytes = 0;     ///< bytes of blocks handed out (block sizes, after rounding)
+  size_t requested_bytes = 0;  ///< bytes the live allocations asked for
+  size_t cached_bytes = 0;     ///< reserved from upstream but free in the pool
+  size_t reserved_bytes = 0;   ///< held from the upstream allocator (in use + cached)
   /// Maximum of in_use_bytes: exact while one thread (one arena) allocates; with several arenas
   /// the sum of their peaks, an upper bound.
   size_t peak_in_use_bytes = 0;
   size_t peak_reserved_bytes = 0;
-  uint64_t allocations = 0;      ///< successful allocate calls
+  uint64_t allocations = 0;  ///< successful allocate calls
   uint64_t frees = 0;
-  uint64_t hits = 0;             ///< served from cached memory
-  uint64_t misses = 0;           ///< needed a new upstream allocation
+  uint64_t hits = 0;    ///< served from cached memory
+  uint64_t misses = 0;  ///< needed a new upstream allocation
   uint64_t upstream_allocations = 0;
   uint64_t upstream_frees = 0;
-  uint64_t oom_recoveries = 0;   ///< times the cache was released to satisfy a request
+  uint64_t oom_recoveries = 0;  ///< times the cache was released to satisfy a request
 };
 
 /// A caching allocator over `upstream`. Allocations freed on a stream are reused on the same
@@ -103,7 +103,8 @@ class PooledAllocator final : public Allocator {
   ~PooledAllocator() override;
 
   DataPtr allocate(size_t bytes, size_t alignment = kDefaultAlignment) override;
-  DataPtr allocate_on(size_t bytes, const Stream& stream, size_t alignment = kDefaultAlignment) override;
+  DataPtr allocate_on(size_t bytes, const Stream& stream,
+                      size_t alignment = kDefaultAlignment) override;
   Device device() const override;
   std::string name() const override;
 
