@@ -43,7 +43,9 @@ namespace weft {
 // never uses weft. After the drain the runtime is marked as exiting: alive() is false, so arrays
 // destroyed later (static ones) free their memory directly; the runtime itself, its idle workers
 // and its pools are left in place (reachable from a static, so not a leak), because other
-// threads of the program may still be running and the workers are idle.
+// threads of the program may still be running and the workers are idle. get() still returns it
+// (a thread that checked alive() just before the drain ended must not be handed an exception in
+// a destructor), so work pushed during exit still runs, at its own risk.
 
 namespace {
 std::mutex& runtime_mutex() {
@@ -86,9 +88,11 @@ void drain(Engine& engine, const char* who) noexcept {
   try {
     engine.wait_for_all();
   } catch (const EngineError& e) {
-    std::fprintf(stderr, "weft: %s: %lld operation(s) failed and %lld were skipped with nobody waiting; first: %s\n",
-                 who, static_cast<long long>(e.failed_count()), static_cast<long long>(e.skipped_count()),
-                 e.what());
+    std::fprintf(
+        stderr,
+        "weft: %s: %lld operation(s) failed and %lld were skipped with nobody waiting; first: %s\n",
+        who, static_cast<long long>(e.failed_count()), static_cast<long long>(e.skipped_count()),
+        e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "weft: %s: %s\n", who, e.what());
   }
@@ -115,7 +119,6 @@ void retire(std::unique_ptr<Runtime> old) {
 
 // Drains the runtime at process exit (Note [Runtime teardown]). Idempotent.
 void drain_at_exit() noexcept {
-  if (std::getenv("WEFT_DEBUG_NO_EXIT_GUARD") != nullptr) return;  // TEMPORARY: reproduction only
   if (g_exiting.load(std::memory_order_acquire)) return;
   if (inside_engine_operation()) return;  // exit() from inside a kernel: nothing can be waited for
   std::lock_guard<std::mutex> life(lifecycle_mutex());
@@ -123,8 +126,8 @@ void drain_at_exit() noexcept {
   Runtime* r = g_runtime.load(std::memory_order_acquire);
   if (r != nullptr) drain(r->engine(), "exit");
   std::lock_guard<std::mutex> lock(runtime_mutex());
-  // From now on arrays free their memory without the engine, and get() refuses to build a new
-  // runtime. The runtime stays in runtime_slot(), idle.
+  // From now on arrays free their memory without the engine, and get() returns the runtime left
+  // in runtime_slot() (idle) instead of building one.
   g_current_generation.store(0, std::memory_order_release);
   g_runtime.store(nullptr, std::memory_order_release);
 }
@@ -157,8 +160,14 @@ Runtime& Runtime::get_slow() {
     if (Runtime* retiring = g_retiring.load(std::memory_order_acquire)) return *retiring;
   }
   std::lock_guard<std::mutex> lock(runtime_mutex());
-  WEFT_CHECK_AS(Error, !g_exiting.load())
-      << "the weft runtime was used after process exit began (from a static object's destructor?)";
+  if (g_exiting.load()) {
+    // The runtime left in place at exit still works (its workers are idle); there is none to
+    // return when shutdown() ran before exit, and a new one is not built during exit.
+    WEFT_CHECK_AS(Error, runtime_slot() != nullptr)
+        << "the weft runtime was used after shutdown() and after process exit began (from a static "
+           "object's destructor?)";
+    return *runtime_slot();
+  }
   if (!runtime_slot()) {
     auto fresh = std::make_unique<Runtime>(RuntimeConfig{});
     g_current_generation.store(fresh->generation(), std::memory_order_release);
@@ -174,7 +183,8 @@ void Runtime::reset(const RuntimeConfig& config) {
   std::lock_guard<std::mutex> life(lifecycle_mutex());
   WEFT_CHECK_AS(Error, !g_exiting.load()) << "Runtime::reset called after process exit began";
   // Drain first, with the old runtime still published (Note [Runtime teardown]).
-  if (Runtime* old = g_runtime.load(std::memory_order_acquire)) drain(old->engine(), "Runtime::reset");
+  if (Runtime* old = g_runtime.load(std::memory_order_acquire))
+    drain(old->engine(), "Runtime::reset");
   auto next = std::make_unique<Runtime>(config);
   retire(swap_runtime(std::move(next)));
 }
@@ -195,7 +205,9 @@ Runtime::Runtime(const RuntimeConfig& config)
   if (!g_atexit_registered.exchange(true)) std::atexit([] { drain_at_exit(); });
 }
 
-uint64_t Runtime::next_storage_id() { return g_next_storage_id.fetch_add(1, std::memory_order_relaxed); }
+uint64_t Runtime::next_storage_id() {
+  return g_next_storage_id.fetch_add(1, std::memory_order_relaxed);
+}
 
 Runtime::~Runtime() {
   drain(*engine_, "shutdown");

@@ -47,8 +47,8 @@ struct RandomResource {
 /// static object is destroyed.
 class Runtime {
  public:
-  /// The runtime, created on first use. Throws Error once process exit has begun (see
-  /// docs/LIFETIMES.md).
+  /// The runtime, created on first use. During process exit it is the runtime left in place;
+  /// throws Error when there is none then (shutdown() ran before exit; docs/LIFETIMES.md).
   static Runtime& get();
   /// Waits for all work, then replaces the runtime with one built from `config`. Arrays and
   /// executors made under the old runtime may still be destroyed afterwards (their memory goes
@@ -78,7 +78,9 @@ class Runtime {
   }
   /// The same pool, shared: it stays alive (with its cache) for as long as the caller holds it,
   /// after this runtime is gone (an executor's arena holds its pool this way).
-  std::shared_ptr<PooledAllocator> shared_allocator(Device device) { return allocator_slow(device); }
+  std::shared_ptr<PooledAllocator> shared_allocator(Device device) {
+    return allocator_slow(device);
+  }
   /// The random resource of `device` (created on first use, seeded with 0).
   RandomResource& random(Device device);
   /// Reseeds every device's generator; ordered after all draws already pushed. Thread-safe.

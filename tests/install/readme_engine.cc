@@ -12,10 +12,16 @@ int main() {
   // ---- the README's engine code ----
   auto engine = weft::Engine::create();  // WEFT_ENGINE / WEFT_CPU_WORKERS / WEFT_PROFILE
   weft::VarHandle x = engine->new_var(), y = engine->new_var();
-  engine->push([&](const weft::RunContext&) { x_value = 21; /* write x */ }, weft::Device::cpu(), {},
-               {x});
-  engine->push([&](const weft::RunContext&) { y_value = 2 * x_value; /* read x, write y */ },
-               weft::Device::cpu(), {x}, {y});
+  engine->push(
+      [&](const weft::RunContext&) {
+        x_value = 21; /* write x */
+      },
+      weft::Device::cpu(), {}, {x});
+  engine->push(
+      [&](const weft::RunContext&) {
+        y_value = 2 * x_value; /* read x, write y */
+      },
+      weft::Device::cpu(), {x}, {y});
   engine->wait_for_var(y);  // rethrows an error that reached y
 
   // ---- the README's pool code ----

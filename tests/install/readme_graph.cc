@@ -18,8 +18,8 @@ int main() {
   auto g = std::make_shared<graph::Graph>(graph::models::build("resnet18").to_graph());
   graph::BindOptions opts;
   opts.inputs.shapes["data"] = Shape{1, 3, 224, 224};  // labels of loss heads are filled with zeros
-  auto exec = graph::Executor::bind(g, opts);  // infer, plan, allocate the arena, cache ops
-  NDArray w = exec->arg("conv0_weight");       // fill the weights (or pass arrays to bind)
+  auto exec = graph::Executor::bind(g, opts);          // infer, plan, allocate the arena, cache ops
+  NDArray w = exec->arg("conv0_weight");               // fill the weights (or pass arrays to bind)
   NDArray::uniform(w.shape(), -0.1, 0.1).copy_to(w);
   NDArray data = exec->arg("data");
   NDArray::uniform(data.shape()).copy_to(data);

@@ -77,8 +77,9 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 14; ++i) {
         for (int j = 0; j < 14; ++j) {
           const float* img = &xs[static_cast<size_t>(n) * kD];
-          const float m = std::max(std::max(img[(2 * i) * 28 + 2 * j], img[(2 * i) * 28 + 2 * j + 1]),
-                                   std::max(img[(2 * i + 1) * 28 + 2 * j], img[(2 * i + 1) * 28 + 2 * j + 1]));
+          const float m =
+              std::max(std::max(img[(2 * i) * 28 + 2 * j], img[(2 * i) * 28 + 2 * j + 1]),
+                       std::max(img[(2 * i + 1) * 28 + 2 * j], img[(2 * i + 1) * 28 + 2 * j + 1]));
           const size_t at = (static_cast<size_t>(n) * 14 + i) * 14 + j;
           expect_near(ys[at], m, 0, "y", at);
         }
