@@ -46,7 +46,9 @@ struct SoftmaxOutputParam {
          "normalization", &SoftmaxOutputParam::normalization,
          {{"null", LossNorm::kNull}, {"batch", LossNorm::kBatch}, {"valid", LossNorm::kValid}})
         .set_default(LossNorm::kNull)
-        .describe("gradient divided by 1, the batch size, or the number of non-ignored labels");
+        .describe(
+            "gradient divided by 1, the batch size, or the number of non-ignored labels "
+            "(multi_output: null and batch also divide by the positions per sample, as MXNet)");
     s.field("out_grad", &SoftmaxOutputParam::out_grad)
         .set_default(false)
         .describe("multiply by the head gradient");
@@ -164,7 +166,10 @@ void softmax_output_backward_typed(const OpAttrs& attrs, const SoftmaxOutputPara
     for (double l : labels) cnt += static_cast<int>(l) != ignore;
     valid = static_cast<double>(std::max<int64_t>(cnt, 1));
   }
-  const double scale = p.grad_scale / std::max(valid, 1.0);
+  double scale = p.grad_scale / std::max(valid, 1.0);
+  // MXNet's multi_output gradient is also divided by the number of positions per sample unless
+  // normalization is valid (softmax_output-inl.h: grad_scale / (valid ? 1 : s3[2]) / valid_cnt).
+  if (p.multi_output && p.normalization != LossNorm::kValid) scale /= static_cast<double>(s.inner);
   const int64_t D = s.dim, inner = s.inner;
   for (double l : labels) {
     const int li = static_cast<int>(l);
