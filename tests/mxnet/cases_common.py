@@ -12,7 +12,8 @@ class Case:
     (default: every floating input); backward=False checks the forward pass only.
     is_train: training mode (both for forward and backward). dump: inputs mutated by the op
     (BatchNorm's moving statistics) compared after the run. tol: (rtol, atol) overriding the op's.
-    expected: the docs/MXNET.md exception that explains a difference (the case cannot fail).
+    expected: the docs/MXNET.md exception that explains a difference; expected_arrays: the arrays
+    ("out0", "grad0", ...) it covers (None: the whole case, e.g. when MXNet rejects the call).
     check: f(case, weft_outputs, weft_grads) -> error message or "" for checks beyond equality
     (random ops). skip_compare: names ("out1", "grad0", ...) not compared element-wise.
     mx_call: f(*nd_inputs, **attrs) replacing the MXNet op of the same name (mx_name: another name).
@@ -21,7 +22,7 @@ class Case:
     """
 
     def __init__(self, op, name, inputs, attrs=None, grad=None, backward=True, is_train=False,
-                 dump=(), tol=None, expected=None, check=None, skip_compare=(), mx_call=None,
+                 dump=(), tol=None, expected=None, expected_arrays=None, check=None, skip_compare=(), mx_call=None,
                  mx_name=None, reference=None, rng=None):
         self.op = op
         self.name = name
@@ -36,6 +37,7 @@ class Case:
         self.dump_inputs = list(dump)
         self.tol = tol
         self.expected = expected
+        self.expected_arrays = None if expected_arrays is None else set(expected_arrays)
         self.check = check
         self.skip_compare = set(skip_compare)
         self.mx_call = mx_call
