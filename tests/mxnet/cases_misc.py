@@ -117,6 +117,63 @@ def rnn_param_size(mode, inp, h, layers, bidir):
     return size
 
 
+def rnn_per_sequence_call(mode, layers, bidir, h):
+    """MXNet's RNN with per-sequence lengths, run sequence by sequence on its valid steps (outputs
+    past the length are zeros, final states taken at the length). MXNet 1.9.1's CPU RNN accepts
+    use_sequence_length but ignores the lengths (E13), so this composes the reference from MXNet
+    calls that it does run; autograd differentiates through the slices and the concatenation."""
+    def call(*inputs, **attrs):
+        import mxnet as mx
+        data, params, state = inputs[0], inputs[1], inputs[2]
+        cell = inputs[3] if mode == "lstm" else None
+        lengths = [int(v) for v in inputs[-1].asnumpy()]
+        t = data.shape[0]
+        base = {k: v for k, v in attrs.items() if k != "use_sequence_length"}
+        outs, hs, cs = [], [], []
+        for n, length in enumerate(lengths):
+            args = [data[:length, n:n + 1], params, state[:, n:n + 1]]
+            if cell is not None:
+                args.append(cell[:, n:n + 1])
+            r = mx.nd.RNN(*args, **base)
+            y = r[0]
+            if length < t:
+                y = mx.nd.concat(y, mx.nd.zeros((t - length, 1, y.shape[2])), dim=0)
+            outs.append(y)
+            hs.append(r[1])
+            if cell is not None:
+                cs.append(r[2])
+        result = [mx.nd.concat(*outs, dim=1), mx.nd.concat(*hs, dim=1)]
+        if cell is not None:
+            result.append(mx.nd.concat(*cs, dim=1))
+        return result
+    return call
+
+
+def lstm_clip_call(h, lo, hi):
+    """A one-layer LSTM written with MXNet ops, the cell state clipped to [lo, hi] after each
+    update and before h = o * tanh(c) (cuDNN's cudnnRNNSetClip, which MXNet uses on GPU). MXNet
+    1.9.1's CPU RNN accepts lstm_state_clip_* but ignores them (E13)."""
+    def call(data, params, state, cell, **attrs):
+        import mxnet as mx
+        i_size = data.shape[2]
+        g = 4 * h
+        w_ih = params[:g * i_size].reshape((g, i_size))
+        w_hh = params[g * i_size:g * (i_size + h)].reshape((g, h))
+        b_ih = params[g * (i_size + h):g * (i_size + h) + g]
+        b_hh = params[g * (i_size + h) + g:]
+        hx, cx = state[0], cell[0]
+        ys = []
+        for step in range(data.shape[0]):
+            z = mx.nd.FullyConnected(data[step], w_ih, b_ih, num_hidden=g) + \
+                mx.nd.FullyConnected(hx, w_hh, b_hh, num_hidden=g)
+            zi, zf, zg, zo = mx.nd.split(z, num_outputs=4, axis=1)
+            cx = mx.nd.clip(mx.nd.sigmoid(zf) * cx + mx.nd.sigmoid(zi) * mx.nd.tanh(zg), lo, hi)
+            hx = mx.nd.sigmoid(zo) * mx.nd.tanh(cx)
+            ys.append(mx.nd.expand_dims(hx, axis=0))
+        return [mx.nd.concat(*ys, dim=0), mx.nd.expand_dims(hx, 0), mx.nd.expand_dims(cx, 0)]
+    return call
+
+
 def add_rnn(b):
     configs = [("lstm", 1, False, True), ("lstm", 2, True, True), ("gru", 1, False, False), ("gru", 2, True, True),
                ("rnn_relu", 1, False, True), ("rnn_tanh", 2, True, False), ("rnn_tanh", 1, False, True),
@@ -133,6 +190,27 @@ def add_rnn(b):
         b.add("RNN", f"{mode},L={layers},bidir={bidir},states={state_outputs}", inputs, attrs, is_train=True)
     inputs = [b.u(4, 2, 3), b.u(rnn_param_size("gru", 3, 5, 1, False), low=-.4, high=.4), b.u(1, 2, 5)]
     b.add("RNN", "gru_inference", inputs, {"mode": "gru", "state_size": 5, "num_layers": 1}, backward=False)
+    # per-sequence lengths (the sequence_length input is the last one)
+    for mode, layers, bidir in (("rnn_tanh", 1, False), ("lstm", 1, True), ("gru", 2, False), ("lstm", 2, True)):
+        t, n, i, h = 5, 3, 3, 4
+        d = 2 if bidir else 1
+        inputs = [b.u(t, n, i, low=-1, high=1), b.u(rnn_param_size(mode, i, h, layers, bidir), low=-.4, high=.4),
+                  b.u(layers * d, n, h, low=-.5, high=.5)]
+        if mode == "lstm":
+            inputs.append(b.u(layers * d, n, h, low=-.5, high=.5))
+        inputs.append(np.array([5, 3, 1], dtype=np.float32))
+        b.add("RNN", f"{mode},L={layers},bidir={bidir},sequence_length", inputs,
+              {"mode": mode, "state_size": h, "num_layers": layers, "bidirectional": bidir, "state_outputs": True,
+               "use_sequence_length": True}, grad=list(range(len(inputs) - 1)), is_train=True,
+              mx_call=rnn_per_sequence_call(mode, layers, bidir, h))
+    # LSTM cell-state clipping
+    t, n, i, h = 6, 2, 3, 4
+    inputs = [b.u(t, n, i, low=-2, high=2), b.u(rnn_param_size("lstm", i, h, 1, False), low=-.8, high=.8),
+              b.u(1, n, h), b.u(1, n, h)]
+    b.add("RNN", "lstm_state_clip", inputs,
+          {"mode": "lstm", "state_size": h, "num_layers": 1, "state_outputs": True,
+           "lstm_state_clip_min": -0.3, "lstm_state_clip_max": 0.4}, is_train=True,
+          mx_call=lstm_clip_call(h, -0.3, 0.4))
 
 
 def random_statistics(kind, a, c, shape):

@@ -57,6 +57,8 @@ TOLERANCES = {
     "log_softmax": (1e-5, 1e-6),
     "SoftmaxActivation": (1e-5, 1e-6),
     "SoftmaxOutput": (1e-5, 1e-6),
+    # broadcasting: the gradient of a broadcast input is a sum over the broadcast axes
+    **{f"broadcast_{name}": (1e-5, 1e-5) for name in ("add", "sub", "mul", "div", "power", "maximum", "minimum")},
     # reductions over up to a few hundred terms
     "sum": (1e-5, 1e-5),
     "mean": (1e-5, 1e-6),
