@@ -18,9 +18,10 @@ namespace weft::tools {
 // unsigned one. The validators below run on the text before that conversion: they accept plain
 // decimal integers only, check the range, and rewrite the text to its canonical decimal form, so
 // CLI11's conversion sees exactly the value that was checked. A failure is CLI11's
-// ValidationError, "--flag: message", exit code 105.
+// ValidationError, "--flag: message", exit code 105. Add them with Option::transform() (check()
+// would discard the rewritten text).
 
-/// A decimal integer in [min, max]. The returned validator is a value; use from one thread.
+/// A decimal integer in [min, max], for Option::transform(). A value; use from one thread.
 CLI::Validator integer_in(int64_t min, int64_t max);
 /// A decimal integer in [0, 2^64 - 1] (seeds).
 CLI::Validator unsigned_integer();

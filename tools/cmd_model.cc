@@ -30,7 +30,7 @@ Command add_model_command(CLI::App& app) {
   c.app->add_option("-o,--output", o->output,
                     "Where to write the JSON (default: <name>-symbol.json)");
   c.app->add_option("--batch", o->batch, "Batch size of the printed input shapes")
-      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
+      ->transform(integer_in(1, std::numeric_limits<int32_t>::max()));
   c.app->add_flag("--list", o->list, "List the bundled models");
   c.run = [o] {
     if (o->list || o->name.empty()) {

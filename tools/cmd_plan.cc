@@ -127,7 +127,7 @@ Command add_plan_command(CLI::App& app) {
   a->add_option("--input", o->inputs,
                 "NAME=SHAPE, e.g. data=1x3x224x224 or data=(1,3,224,224); repeatable");
   a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")
-      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
+      ->transform(integer_in(1, std::numeric_limits<int32_t>::max()));
   a->add_flag("--train", o->train, "Plan forward + backward (gradients of the learned parameters)");
   a->add_flag("--baseline", o->baseline, "Use MXNet-style block sharing instead of weft's planner");
   c.run = [o] { return run_plan(*o); };

@@ -290,10 +290,11 @@ Command add_replay_command(CLI::App& app) {
   a->add_option("--params", o->params, "MXNet .params file with arg:/aux: arrays");
   a->add_option("--input", o->inputs, "NAME=SHAPE (1x3x224x224) or NAME=FILE.npy; repeatable");
   a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")
-      ->check(integer_in(1, std::numeric_limits<int32_t>::max()));
+      ->transform(integer_in(1, std::numeric_limits<int32_t>::max()));
   a->add_option("--device", o->device, "cpu or cuda:N")->check(device_text());
-  a->add_option("--warmup", o->warmup, "Untimed iterations first")->check(integer_in(0, kMaxIters));
-  a->add_option("--iters", o->iters, "Timed iterations")->check(integer_in(1, kMaxIters));
+  a->add_option("--warmup", o->warmup, "Untimed iterations first")
+      ->transform(integer_in(0, kMaxIters));
+  a->add_option("--iters", o->iters, "Timed iterations")->transform(integer_in(1, kMaxIters));
   a->add_flag("--train", o->train, "Training mode: forward(is_train) and backward");
   a->add_option("--profile", o->profile, "Write a Chrome trace of the timed iterations");
   a->add_option("--save-outputs", o->save_outputs, "Write head k as DIR/k.npy");
@@ -306,7 +307,7 @@ Command add_replay_command(CLI::App& app) {
   a->add_option("--rtol", o->rtol, "Relative tolerance of --compare")->check(non_negative_finite());
   a->add_option("--atol", o->atol, "Absolute tolerance of --compare")->check(non_negative_finite());
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
-      ->check(unsigned_integer());
+      ->transform(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
   a->add_flag("--dump", o->dump,

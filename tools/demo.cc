@@ -53,32 +53,36 @@ double run_tiled(Engine& engine, PooledAllocator& pool, Tiled& a, Tiled& b, Tile
       DataPtr scratch = pool.allocate(sizeof(float) * bs * bs);
       auto* acc = static_cast<float*>(scratch.get());
       VarHandle v = vacc[i * t + j];
-      engine.push([acc, bs](const RunContext&) { std::fill_n(acc, bs * bs, 0.0f); },
-                  Device::cpu(), {}, {v}, FnProperty::kNormal, 0, "zero_tile");
+      engine.push([acc, bs](const RunContext&) { std::fill_n(acc, bs * bs, 0.0f); }, Device::cpu(),
+                  {}, {v}, FnProperty::kNormal, 0, "zero_tile");
       for (int k = 0; k < t; ++k) {
-        engine.push([&a, &b, acc, i, j, k, bs](const RunContext&) {
-                      for (int r = 0; r < bs; ++r) {
-                        float* acc_row = acc + r * bs;
-                        const float* a_row = a.at(i * bs + r, k * bs);
-                        for (int p = 0; p < bs; ++p) {
-                          const float av = a_row[p];
-                          const float* b_row = b.at(k * bs + p, j * bs);
-                          for (int q = 0; q < bs; ++q) acc_row[q] += av * b_row[q];
-                        }
-                      }
-                    },
-                    Device::cpu(), {va[i * t + k], vb[k * t + j]}, {v}, FnProperty::kNormal, 0,
-                    "tile_gemm");
+        engine.push(
+            [&a, &b, acc, i, j, k, bs](const RunContext&) {
+              for (int r = 0; r < bs; ++r) {
+                float* acc_row = acc + r * bs;
+                const float* a_row = a.at(i * bs + r, k * bs);
+                for (int p = 0; p < bs; ++p) {
+                  const float av = a_row[p];
+                  const float* b_row = b.at(k * bs + p, j * bs);
+                  for (int q = 0; q < bs; ++q) acc_row[q] += av * b_row[q];
+                }
+              }
+            },
+            Device::cpu(), {va[i * t + k], vb[k * t + j]}, {v}, FnProperty::kNormal, 0,
+            "tile_gemm");
       }
-      engine.push([&c, acc, i, j, bs](const RunContext&) {
-                    for (int r = 0; r < bs; ++r) std::copy_n(acc + r * bs, bs, c.at(i * bs + r, j * bs));
-                  },
-                  Device::cpu(), {v}, {}, FnProperty::kNormal, 0, "store_tile");
-      engine.delete_var(v, [block = std::move(scratch)](const RunContext&) mutable { block.reset(); });
+      engine.push(
+          [&c, acc, i, j, bs](const RunContext&) {
+            for (int r = 0; r < bs; ++r) std::copy_n(acc + r * bs, bs, c.at(i * bs + r, j * bs));
+          },
+          Device::cpu(), {v}, {}, FnProperty::kNormal, 0, "store_tile");
+      engine.delete_var(v,
+                        [block = std::move(scratch)](const RunContext&) mutable { block.reset(); });
     }
   }
   engine.wait_for_all();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   for (auto* vars : {&va, &vb})
     for (auto& v : *vars) engine.delete_var(v);
   engine.wait_for_all();
@@ -90,7 +94,8 @@ double run_tiled(Engine& engine, PooledAllocator& pool, Tiled& a, Tiled& b, Tile
 int run_demo(const DemoOptions& options) {
   const int n = options.size, t = options.tiles;
   if (n <= 0 || t <= 0 || n % t != 0) {
-    std::fprintf(stderr, "weft demo: --size (%d) must be a positive multiple of --tiles (%d)\n", n, t);
+    std::fprintf(stderr, "weft demo: --size (%d) must be a positive multiple of --tiles (%d)\n", n,
+                 t);
     return 2;
   }
   Tiled a(n, t), b(n, t), c(n, t), reference(n, t);
@@ -108,7 +113,8 @@ int run_demo(const DemoOptions& options) {
     for (int i = 0; i < t; ++i)
       for (int j = 0; j < t; ++j) tile_multiply_add(a, b, reference, i, j, k);
   double serial_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - serial_start).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - serial_start)
+          .count();
 
   EngineConfig config = EngineConfig::from_environment();
   if (options.workers > 0) config.cpu_workers = options.workers;
@@ -136,14 +142,16 @@ int run_demo(const DemoOptions& options) {
   std::printf("operations completed: %lld, live variables: %lld\n",
               static_cast<long long>(stats.completed_ops), static_cast<long long>(stats.live_vars));
   PoolStats pool_stats = pool.stats();
-  std::printf("scratch tiles from %s: %llu allocations, %llu cache hits, peak in use %s, "
-              "reserved %s, all returned through delete_var: %s\n",
-              pool.name().c_str(), static_cast<unsigned long long>(pool_stats.allocations),
-              static_cast<unsigned long long>(pool_stats.hits),
-              detail::format_bytes(pool_stats.peak_in_use_bytes).c_str(),
-              detail::format_bytes(pool_stats.reserved_bytes).c_str(),
-              pool_stats.in_use_bytes == 0 ? "yes" : "NO");
-  std::printf("max |engine - serial| = %g -> %s\n", max_diff, max_diff == 0 ? "identical" : "MISMATCH");
+  std::printf(
+      "scratch tiles from %s: %llu allocations, %llu cache hits, peak in use %s, "
+      "reserved %s, all returned through delete_var: %s\n",
+      pool.name().c_str(), static_cast<unsigned long long>(pool_stats.allocations),
+      static_cast<unsigned long long>(pool_stats.hits),
+      detail::format_bytes(pool_stats.peak_in_use_bytes).c_str(),
+      detail::format_bytes(pool_stats.reserved_bytes).c_str(),
+      pool_stats.in_use_bytes == 0 ? "yes" : "NO");
+  std::printf("max |engine - serial| = %g -> %s\n", max_diff,
+              max_diff == 0 ? "identical" : "MISMATCH");
   engine.reset();
   if (!options.profile_path.empty()) {
     Profiler::global().stop();

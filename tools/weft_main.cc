@@ -33,17 +33,17 @@ int main(int argc, char** argv) {
   weft::tools::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand("demo", "Run a tiled matrix product through the engine");
   demo_cmd->add_option("--size", demo.size, "Matrix size N (N x N)")
-      ->check(weft::tools::integer_in(1, 16384));
+      ->transform(weft::tools::integer_in(1, 16384));
   demo_cmd->add_option("--tiles", demo.tiles, "Tiles per side (must divide N)")
-      ->check(weft::tools::integer_in(1, 1024));
+      ->transform(weft::tools::integer_in(1, 1024));
   demo_cmd
       ->add_option("--workers", demo.workers,
                    "CPU worker threads (0: WEFT_CPU_WORKERS or all cores)")
-      ->check(weft::tools::integer_in(0, 4096));
+      ->transform(weft::tools::integer_in(0, 4096));
   demo_cmd->add_option("--repeats", demo.repeats, "Repetitions (best is reported)")
-      ->check(weft::tools::integer_in(1, 100000));
+      ->transform(weft::tools::integer_in(1, 100000));
   demo_cmd->add_option("--seed", demo.seed, "Seed of the input values")
-      ->check(weft::tools::integer_in(0, std::numeric_limits<uint32_t>::max()));
+      ->transform(weft::tools::integer_in(0, std::numeric_limits<uint32_t>::max()));
   demo_cmd->add_option("--profile", demo.profile_path, "Write a Chrome trace JSON here");
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print version and build configuration");

@@ -122,6 +122,14 @@ TEST_F(CliArgs, ReplayNumericFlagsHaveRanges) {
   }
 }
 
+TEST_F(CliArgs, IntegersAreDecimal) {
+  // CLI11 alone reads "010" as octal 8.
+  const CliRun r =
+      run_cli("replay " + mlp() + " --input data=2x784 --warmup 010 --iters 2 --quiet");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("over 2 iterations (10 warm-up)"), std::string::npos) << r.output;
+}
+
 TEST_F(CliArgs, InputSpecsRejectGarbageAndOverflow) {
   const std::string base = "replay " + mlp() + " --iters 1 --warmup 0 --quiet ";
   for (const BadCase& c : std::vector<BadCase>{
