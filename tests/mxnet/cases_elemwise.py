@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cases_common import tup
-
 
 SELU_NOTE = ("E7: MXNet's selu gradient for x < 0 is lambda*(y + alpha) instead of "
              "lambda*alpha*exp(x) = y + lambda*alpha")
