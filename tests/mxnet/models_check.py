@@ -14,17 +14,25 @@ Per model (see docs/MXNET.md, "Models", for the reasoning):
      and embedding weights MSRA (mx.init.Xavier gaussian, fan-in, magnitude 2); biases and BatchNorm
      beta uniform in [-0.1, 0.1); BatchNorm gamma uniform in [0.5, 1.5); PReLU slopes uniform in
      [0.05, 0.3).
-  3. BatchNorm moving statistics calibrated from a forward pass: with the weights above, the BN
-     layers are visited in waves (a wave: every BN whose BN ancestors are all calibrated); MXNet
-     runs the graph cut at the inputs of that wave's BNs (inference mode, earlier BNs calibrated)
-     on a calibration batch of 4 samples (the test input and 3 more from the same distribution),
-     and each BN's moving_mean/moving_var become the per-channel mean/variance of its input. So
-     every BN output is about unit scale, as in a trained model, and no softmax saturates.
-  4. The weights are saved with mx.nd.save ("arg:"/"aux:" names), the inputs as .npy; MXNet's
-     executor runs the full graph (grad_req null, is_train False); `weft replay GRAPH --params P
-     --input NAME=FILE.npy ... --save-outputs DIR` runs the same; DIR/k.npy is head k.
-  5. Per element: |weft - mx| <= atol + rtol * |mx| with rtol = 1e-3 and atol = ATOL_SCALE *
+  3. BatchNorm moving statistics calibrated from one forward pass: MXNet runs the graph in
+     training mode (every BatchNorm normalising with its batch statistics; use_global_stats off
+     and Dropout p = 0 for this pass) on a calibration batch of 4 samples (the test input and 3
+     more from the same distribution), and each BN's moving_mean/moving_var become the
+     per-channel mean/(biased) variance of its input in that pass. So every BN output is about
+     unit scale, as in a trained model.
+  4. Softmax heads kept away from saturation: where the logits of a softmax have a standard
+     deviation above 3 along its axis, the convolution/fully-connected layer producing them
+     (through ReLU/pooling/reshape only) is scaled to make it 2 (only SqueezeNet needs it).
+     A head whose MXNet output is constant or a saturated 0/1 tensor fails the check: it would
+     compare nothing.
+  5. The weights are saved with mx.nd.save ("arg:"/"aux:" names), the inputs (labels included)
+     as .npy; MXNet's executor runs the full graph (grad_req null, is_train False, its default
+     MKL-DNN subgraph fusion on); `weft replay GRAPH --params P --input NAME=FILE.npy ...
+     --save-outputs DIR` runs the same; DIR/k.npy is head k.
+  6. Per element: |weft - mx| <= atol + rtol * |mx| with rtol = 1e-3 and atol = ATOL_SCALE *
      max|mx head| (defaults below). Max abs and max relative error are reported per head.
+     --fp64 also runs MXNet in float64 (where all of a model's operators support it) and reports
+     how far MXNet's own float32 result and weft's are from it.
 
 The three TVM graph-executor files (*deploy*graph.json) are not MXNet symbols (weft only inspects
 them, `weft info`); they are listed as not applicable.
@@ -160,14 +168,25 @@ def init_weight(name, role, shape):
     return arr
 
 
-def internal_output_name(g, entry, names):
-    node = g["nodes"][entry[0]]
-    if node["op"] == "null":
-        return node["name"]
-    for cand in (node["name"] + "_output", "%s_output%d" % (node["name"], entry[1])):
-        if cand in names:
-            return cand
-    raise ValueError("cannot find the internal output of %s" % node["name"])
+class NoSubgraphBackend:
+    """MXNet binds without its MKL-DNN subgraph pass inside this context (MXNet reads
+    MXNET_SUBGRAPH_BACKEND at each bind)."""
+
+    def __enter__(self):
+        self.saved = os.environ.get("MXNET_SUBGRAPH_BACKEND")
+        os.environ["MXNET_SUBGRAPH_BACKEND"] = "NONE"
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            del os.environ["MXNET_SUBGRAPH_BACKEND"]
+        else:
+            os.environ["MXNET_SUBGRAPH_BACKEND"] = self.saved
+
+
+def cut_symbol(g, entries):
+    """The symbol whose outputs are the graph entries [node, output] of `g` (JSON graph)."""
+    cut = dict(g, heads=[[e[0], e[1], 0] for e in entries])
+    return mx.sym.load_json(json.dumps(cut))
 
 
 def calibrate_batchnorm(g, args, aux, calib_inputs):
@@ -185,25 +204,15 @@ def calibrate_batchnorm(g, args, aux, calib_inputs):
             n.setdefault("attrs", {})["use_global_stats"] = "False"
         elif n["op"] == "Dropout":  # training mode must not drop
             n.setdefault("attrs", {})["p"] = "0"
-    sym = mx.sym.load_json(json.dumps(g))
-    internals = sym.get_internals()
-    names = internals.list_outputs()
-    outs = [internal_output_name(g, nodes[b]["inputs"][0], names) for b in bns]
+    outs = [tuple(nodes[b]["inputs"][0][:2]) for b in bns]
     uniq = sorted(set(outs))
-    cut = mx.sym.Group([internals[o] for o in uniq])
+    cut = cut_symbol(g, uniq)
     cut_args = {k: (calib_inputs[k] if k in calib_inputs else args[k]) for k in cut.list_arguments()}
     cut_aux = {k: aux[k].copy() for k in cut.list_auxiliary_states()}
     # Without the MKL-DNN subgraph pass: on this cut graph it miscounts the inputs and bind fails.
-    saved_backend = os.environ.get("MXNET_SUBGRAPH_BACKEND")
-    os.environ["MXNET_SUBGRAPH_BACKEND"] = "NONE"
-    try:
+    with NoSubgraphBackend():
         exe = cut.bind(mx.cpu(), args=cut_args, aux_states=cut_aux, grad_req="null")
         values = dict(zip(uniq, (o.asnumpy().astype(np.float64) for o in exe.forward(is_train=True))))
-    finally:
-        if saved_backend is None:
-            del os.environ["MXNET_SUBGRAPH_BACKEND"]
-        else:
-            os.environ["MXNET_SUBGRAPH_BACKEND"] = saved_backend
     for b, o in zip(bns, outs):
         x = values[o]
         axis = int(nodes[b].get("attrs", {}).get("axis", "1")) % x.ndim
@@ -211,6 +220,54 @@ def calibrate_batchnorm(g, args, aux, calib_inputs):
         aux[nodes[nodes[b]["inputs"][3][0]]["name"]] = mx.nd.array(x.mean(axis=red), dtype=np.float32)
         aux[nodes[nodes[b]["inputs"][4][0]]["name"]] = mx.nd.array(x.var(axis=red), dtype=np.float32)
     return len(bns)
+
+
+SOFTMAX_OPS = ("SoftmaxOutput", "softmax", "log_softmax", "SoftmaxActivation")
+# Ops through which scaling the producing layer's weight and bias by s > 0 scales the logits by s.
+HOMOGENEOUS_OPS = ("Flatten", "Reshape", "Pooling", "Dropout", "Activation", "LeakyReLU", "Crop")
+LOGIT_STD_MAX, LOGIT_STD_TARGET = 3.0, 2.0
+
+
+def temper_logits(g, args, aux, inputs):
+    """Keeps every softmax away from saturation: where the logits of a softmax have a standard
+    deviation (along its axis) above LOGIT_STD_MAX, the convolution or fully-connected layer that
+    produces them (reached through homogeneous ops only) gets its weight and bias scaled so that
+    the standard deviation is LOGIT_STD_TARGET. Returns {layer: scale}."""
+    nodes = g["nodes"]
+    plans = []
+    for n in nodes:
+        if n["op"] not in SOFTMAX_OPS:
+            continue
+        attrs = n.get("attrs", {})
+        axis = int(attrs.get("axis", "-1")) if n["op"] in ("softmax", "log_softmax") else 1
+        entry, ok = n["inputs"][0], True
+        while nodes[entry[0]]["op"] not in ("Convolution", "FullyConnected"):
+            src = nodes[entry[0]]
+            act = src.get("attrs", {}).get("act_type", "relu")
+            if src["op"] not in HOMOGENEOUS_OPS or act not in ("relu", "leaky", "prelu"):
+                ok = False
+                break
+            entry = src["inputs"][0]
+        if ok:
+            plans.append((n["inputs"][0], axis, nodes[entry[0]]))
+    if not plans:
+        return {}
+    cut = cut_symbol(g, [e for e, _, _ in plans])
+    feed = dict(args, **{k: mx.nd.array(v) for k, v in inputs.items()})
+    exe = cut.bind(mx.cpu(), args={k: feed[k] for k in cut.list_arguments()},
+                   aux_states={k: aux[k] for k in cut.list_auxiliary_states()}, grad_req="null")
+    scales = {}
+    for (_, axis, layer), logits in zip(plans, exe.forward(is_train=False)):
+        std = float(np.mean(np.std(logits.asnumpy().astype(np.float64), axis=axis)))
+        if std <= LOGIT_STD_MAX or layer["name"] in scales:
+            continue
+        scale = LOGIT_STD_TARGET / std
+        for slot in (1, 2):
+            if slot < len(layer["inputs"]):
+                var = nodes[layer["inputs"][slot][0]]["name"]
+                args[var] = args[var] * scale
+        scales[layer["name"]] = scale
+    return scales
 
 
 def make_case(spec, models_dir, seed):
@@ -233,14 +290,13 @@ def make_case(spec, models_dir, seed):
     labels = label_inputs(g)
     roles = variable_roles(g)
     # SoftmaxOutput labels: class ids over the classes of the prediction (axis 1).
-    internals = sym.get_internals()
-    internal_names = internals.list_outputs()
-    _, internal_shapes, _ = internals.infer_shape_partial(**known)
-    internal_shape = dict(zip(internal_names, internal_shapes))
-    for n in sorted(labels - set(specs)):
-        pred = internal_shape[internal_output_name(g, roles[n][2]["inputs"][0], internal_names)]
-        classes = int(pred[1])  # SoftmaxOutput: classes on axis 1
-        specs[n] = (tuple(arg_shape[n]), ("ids", classes))
+    todo = sorted(labels - set(specs))
+    if todo:
+        preds = cut_symbol(g, [roles[n][2]["inputs"][0] for n in todo])
+        _, pred_shapes, _ = preds.infer_shape_partial(**{k: v for k, v in known.items()
+                                                         if k in preds.list_arguments()})
+        for n, pred in zip(todo, pred_shapes):  # SoftmaxOutput: classes on axis 1
+            specs[n] = (tuple(arg_shape[n]), ("ids", int(pred[1])))
     inputs = {n: draw(rng, s, gen) for n, (s, gen) in specs.items()}
     args = {}
     for n in arg_names:
@@ -257,20 +313,40 @@ def make_case(spec, models_dir, seed):
         more = draw(rng, (CALIB_BATCH - 1,) + tuple(s[1:]), gen)
         calib[n] = mx.nd.array(np.concatenate([inputs[n], more]), dtype=np.float32)
     bns = calibrate_batchnorm(g, args, aux, calib)
+    tempered = temper_logits(g, args, aux, inputs)
     exe = sym.bind(mx.cpu(), args=dict(args, **{n: mx.nd.array(v) for n, v in inputs.items()}),
                    aux_states=aux, grad_req="null")
     outs = [o.asnumpy() for o in exe.forward(is_train=False)]
     return {"sym": sym, "inputs": inputs, "args": args, "aux": aux, "outputs": outs,
             "output_names": sym.list_outputs(), "labels": sorted(labels | {n for n, (_, gen) in specs.items()
                                                                          if gen[0] == "ctc"}),
-            "batchnorms": bns}
+            "batchnorms": bns, "tempered": tempered}
+
+
+def forward_fp64(case):
+    """MXNet's outputs in float64 (no subgraph fusion), or the reason it cannot run them."""
+    cast = {k: v.astype("float64") for k, v in case["args"].items()}
+    cast.update({k: mx.nd.array(v, dtype="float64") for k, v in case["inputs"].items()})
+    aux = {k: v.astype("float64") for k, v in case["aux"].items()}
+    try:
+        with NoSubgraphBackend():
+            exe = case["sym"].bind(mx.cpu(), args=cast, aux_states=aux, grad_req="null")
+            return [o.asnumpy() for o in exe.forward(is_train=False)], None
+    except mx.base.MXNetError as e:
+        lines = [ln for ln in str(e).splitlines() if "Error" in ln or "Check failed" in ln]
+        return None, (lines[-1] if lines else str(e).splitlines()[0])[:200]
 
 
 def degenerate(ref):
-    """True when a head compares nothing: more than one element and all equal, or all 0/1."""
+    """True when a head compares (almost) nothing: more than one element and all equal, or a
+    saturated probability tensor (values in [0, 1], 99% of them within 1e-6 of 0 or 1)."""
     if ref.size <= 1:
         return False
-    return bool(np.all(ref == ref.flat[0]) or np.all((ref == 0) | (ref == 1)))
+    if np.all(ref == ref.flat[0]):
+        return True
+    if ref.min() < 0 or ref.max() > 1:
+        return False
+    return bool(np.mean(np.minimum(ref, 1 - ref) < 1e-6) >= 0.99)
 
 
 def compare(out, ref, rtol, atol_scale):
@@ -280,20 +356,22 @@ def compare(out, ref, rtol, atol_scale):
     both_nan = np.isnan(ref64) & np.isnan(out64)
     diff = np.where(both_nan, 0.0, np.abs(out64 - ref64))
     diff = np.where(np.isnan(diff), np.inf, diff)
-    ok = bool(np.all(diff <= atol + rtol * np.abs(ref64)))
+    tol = atol + rtol * np.abs(ref64)
+    ok = bool(np.all(diff <= tol))
+    used = float(np.max(np.where(tol > 0, diff / np.where(tol > 0, tol, 1), np.where(diff > 0, np.inf, 0))))
     # Relative error over the elements that are not cancellation noise (|mx| >= 1e-3 peak).
     big = np.abs(ref64) >= 1e-3 * peak
     rel = float(np.max(diff[big] / np.abs(ref64[big]))) if np.any(big) and peak > 0 else 0.0
     worst = int(np.argmax(diff - (atol + rtol * np.abs(ref64)))) if ref.size else 0
     return {"max_abs_mx": peak, "max_abs_err": float(np.max(diff)) if ref.size else 0.0,
             "max_rel_err": rel, "scaled_err": float(np.max(diff)) / peak if peak > 0 else 0.0,
-            "atol": atol, "pass": ok, "worst_index": list(np.unravel_index(worst, ref.shape)),
+            "atol": atol, "tolerance_used": used, "pass": ok, "worst_index": [int(i) for i in np.unravel_index(worst, ref.shape)],
             "worst_weft": float(out64.flat[worst]), "worst_mx": float(ref64.flat[worst])}
 
 
-def run_weft(weft, model_path, params, input_files, out_dir, log_path, timeout):
+def run_weft(weft, model_path, params, input_files, out_dir, log_path, timeout, no_fuse):
     cmd = [weft, "replay", model_path, "--params", params, "--warmup", "0", "--iters", "1", "--quiet",
-           "--save-outputs", out_dir]
+           "--save-outputs", out_dir] + (["--no-fuse"] if no_fuse else [])
     for n, f in input_files.items():
         cmd += ["--input", "%s=%s" % (n, f)]
     with open(log_path, "w") as log:
@@ -323,9 +401,9 @@ def check_model(spec, args):
     out_dir = os.path.join(work, "weft_out")
     t1 = time.time()
     rc, cmd = run_weft(args.weft, os.path.join(args.models_dir, file), params, input_files, out_dir,
-                       os.path.join(work, "weft.log"), args.timeout)
+                       os.path.join(work, "weft.log"), args.timeout, args.no_fuse)
     t_weft = time.time() - t1
-    result = {"model": name, "file": file, "labels": case["labels"], "batchnorms": case["batchnorms"],
+    result = {"model": name, "file": file, "labels": case["labels"], "batchnorms": case["batchnorms"], "tempered": case["tempered"],
               "mxnet_s": round(t_mx, 2), "weft_s": round(t_weft, 2), "weft_rc": rc, "heads": []}
     if rc != 0:
         with open(os.path.join(work, "weft.log")) as f:
@@ -346,6 +424,14 @@ def check_model(spec, args):
                 if degenerate(ref):
                     head.update({"pass": False, "error": "MXNet's output is degenerate (constant or 0/1)"})
         result["heads"].append(head)
+    if args.fp64:
+        ref64, why = forward_fp64(case)
+        result["fp64"] = why or "ran"
+        for hd, r64 in zip(result["heads"], ref64 or []):
+            if "max_abs_err" in hd:
+                out = np.load(os.path.join(out_dir, "%d.npy" % hd["head"])).astype(np.float64)
+                hd["mx32_vs_fp64"] = float(np.max(np.abs(case["outputs"][hd["head"]] - r64)))
+                hd["weft_vs_fp64"] = float(np.max(np.abs(out - r64)))
     result["pass"] = all(hd["pass"] for hd in result["heads"])
     if result["pass"] and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -356,30 +442,29 @@ def fmt(x):
     return "%.3g" % x
 
 
-def print_table(results):
-    rows = [("model", "head", "shape", "max|mx|", "max abs err", "max rel err", "pass")]
+def print_table(results, fp64):
+    """model | head | shape | max|mx| | max abs err | abs err / max|mx| | max rel err | pass; with
+    fp64 also the float32-vs-float64 errors of MXNet and weft. Many per-step heads (char-lstm) are
+    summarised in one row (maxima over the heads)."""
+    cols = ["model", "head", "shape", "max|mx|", "max abs err", "abs/max|mx|", "max rel err"]
+    keys = ["max_abs_mx", "max_abs_err", "scaled_err", "max_rel_err"]
+    if fp64:
+        cols += ["mx fp32-fp64", "weft-fp64"]
+        keys += ["mx32_vs_fp64", "weft_vs_fp64"]
+    rows = [cols + ["result"]]
     for r in results:
         if "error" in r and not r["heads"]:
-            rows.append((r["model"], "-", "-", "-", "-", "-", "FAIL: " + r["error"].splitlines()[0][:80]))
+            rows.append([r["model"]] + ["-"] * (len(cols) - 1) + ["FAIL: " + r["error"].splitlines()[0][:80]])
             continue
         heads = r["heads"]
-        if len(heads) > 12:  # many per-step heads (char-lstm): one summary row
-            worst = max(heads, key=lambda hd: hd.get("max_abs_err", np.inf))
-            ok = all(hd["pass"] for hd in heads)
-            rows.append((r["model"], "%d heads (worst: %s)" % (len(heads), worst["name"]),
-                         "x".join(map(str, worst["shape"])),
-                         fmt(max(hd.get("max_abs_mx", 0) for hd in heads)),
-                         fmt(max(hd.get("max_abs_err", np.inf) for hd in heads)),
-                         fmt(max(hd.get("max_rel_err", np.inf) for hd in heads)), "ok" if ok else "FAIL"))
-            continue
-        for hd in heads:
-            if "error" in hd and "max_abs_err" not in hd:
-                rows.append((r["model"], hd["name"], "x".join(map(str, hd["shape"])), "-", "-", "-",
-                             "FAIL: " + hd["error"]))
-                continue
-            status = "ok" if hd["pass"] else "FAIL" + (": " + hd["error"] if "error" in hd else "")
-            rows.append((r["model"], hd["name"], "x".join(map(str, hd["shape"])), fmt(hd["max_abs_mx"]),
-                         fmt(hd["max_abs_err"]), fmt(hd["max_rel_err"]), status))
+        groups = [heads] if len(heads) > 12 else [[hd] for hd in heads]
+        for group in groups:
+            hd = max(group, key=lambda h: h.get("max_abs_err", np.inf))
+            name = hd["name"] if len(group) == 1 else "%d heads (worst: %s)" % (len(group), hd["name"])
+            vals = [fmt(max(h[k] for h in group)) if all(k in h for h in group) else "-" for k in keys]
+            bad = [h for h in group if not h["pass"]]
+            status = "ok" if not bad else "FAIL" + ("".join(": " + h["error"] for h in bad[:1] if "error" in h))
+            rows.append([r["model"], name, "x".join(map(str, hd["shape"]))] + vals + [status])
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for k, row in enumerate(rows):
         print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
@@ -397,6 +482,8 @@ def main():
     p.add_argument("--rtol", type=float, default=RTOL)
     p.add_argument("--atol-scale", type=float, default=ATOL_SCALE, help="atol = this * max|mx head|")
     p.add_argument("--timeout", type=float, default=300, help="seconds per weft replay")
+    p.add_argument("--fp64", action="store_true", help="also compare both with MXNet in float64")
+    p.add_argument("--no-fuse", action="store_true", help="run weft replay with --no-fuse")
     p.add_argument("--keep", action="store_true", help="keep weights, inputs and outputs of passing models")
     args = p.parse_args()
     args.weft = os.path.abspath(args.weft)
@@ -429,7 +516,7 @@ def main():
     for f in TVM_FILES:
         print("%-18s n/a: TVM graph-executor JSON, not an MXNet symbol (weft inspects it only)" % f[:18])
     print()
-    print_table(results)
+    print_table(results, args.fp64)
     summary = {"mxnet": mx.__version__, "numpy": np.__version__, "rtol": args.rtol,
                "atol_scale": args.atol_scale, "seed": args.seed, "models": results,
                "not_applicable": {f: "TVM graph-executor JSON, not an MXNet symbol" for f in TVM_FILES}}
