@@ -243,7 +243,7 @@ TEST(SoftmaxOutputGradient, MultiOutputAndProbabilityLabels) {
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t c = 0; c < 3; ++c)
       for (int64_t s = 0; s < 2; ++s)
-        ref.at({n, c, s}) = (p.at({n, c, s}) - (c == label.at({n, s}) ? 1 : 0)) / 2;
+        ref.at({n, c, s}) = (p.at({n, c, s}) - (c == label.at({n, s}) ? 1 : 0)) / 4;
   EXPECT_TRUE(all_close(g[0], ref, 1e-12, 1e-12));
 
   HostTensor x2 = HostTensor::random(Shape{3, 4}, 13, -2, 2, kF64);
