@@ -317,9 +317,9 @@ def make_case(spec, models_dir, seed):
     exe = sym.bind(mx.cpu(), args=dict(args, **{n: mx.nd.array(v) for n, v in inputs.items()}),
                    aux_states=aux, grad_req="null")
     outs = [o.asnumpy() for o in exe.forward(is_train=False)]
+    ctc_labels = {n for n, (_, gen) in specs.items() if gen[0] == "ctc"}
     return {"sym": sym, "inputs": inputs, "args": args, "aux": aux, "outputs": outs,
-            "output_names": sym.list_outputs(), "labels": sorted(labels | {n for n, (_, gen) in specs.items()
-                                                                         if gen[0] == "ctc"}),
+            "output_names": sym.list_outputs(), "labels": sorted(labels | ctc_labels),
             "batchnorms": bns, "tempered": tempered}
 
 
@@ -350,22 +350,27 @@ def degenerate(ref):
 
 
 def compare(out, ref, rtol, atol_scale):
+    """Per-element |out - ref| <= atol + rtol * |ref| (atol = atol_scale * max|ref|), with the
+    error statistics of the table."""
+    if ref.size == 0:
+        return {"max_abs_mx": 0.0, "max_abs_err": 0.0, "max_rel_err": 0.0, "scaled_err": 0.0,
+                "atol": 0.0, "tolerance_used": 0.0, "pass": True}
     ref64, out64 = ref.astype(np.float64), out.astype(np.float64)
-    peak = float(np.max(np.abs(ref64))) if ref.size else 0.0
+    peak = float(np.max(np.abs(ref64)))
     atol = atol_scale * peak
     both_nan = np.isnan(ref64) & np.isnan(out64)
     diff = np.where(both_nan, 0.0, np.abs(out64 - ref64))
     diff = np.where(np.isnan(diff), np.inf, diff)
     tol = atol + rtol * np.abs(ref64)
-    ok = bool(np.all(diff <= tol))
-    used = float(np.max(np.where(tol > 0, diff / np.where(tol > 0, tol, 1), np.where(diff > 0, np.inf, 0))))
+    ratio = np.where(tol > 0, diff / np.where(tol > 0, tol, 1.0), np.where(diff > 0, np.inf, 0.0))
     # Relative error over the elements that are not cancellation noise (|mx| >= 1e-3 peak).
     big = np.abs(ref64) >= 1e-3 * peak
-    rel = float(np.max(diff[big] / np.abs(ref64[big]))) if np.any(big) and peak > 0 else 0.0
-    worst = int(np.argmax(diff - (atol + rtol * np.abs(ref64)))) if ref.size else 0
-    return {"max_abs_mx": peak, "max_abs_err": float(np.max(diff)) if ref.size else 0.0,
-            "max_rel_err": rel, "scaled_err": float(np.max(diff)) / peak if peak > 0 else 0.0,
-            "atol": atol, "tolerance_used": used, "pass": ok, "worst_index": [int(i) for i in np.unravel_index(worst, ref.shape)],
+    rel = float(np.max(diff[big] / np.abs(ref64[big]))) if peak > 0 else 0.0
+    worst = int(np.argmax(ratio))
+    return {"max_abs_mx": peak, "max_abs_err": float(np.max(diff)), "max_rel_err": rel,
+            "scaled_err": float(np.max(diff)) / peak if peak > 0 else 0.0, "atol": atol,
+            "tolerance_used": float(np.max(ratio)), "pass": bool(np.all(diff <= tol)),
+            "worst_index": [int(i) for i in np.unravel_index(worst, ref.shape)],
             "worst_weft": float(out64.flat[worst]), "worst_mx": float(ref64.flat[worst])}
 
 
@@ -403,8 +408,9 @@ def check_model(spec, args):
     rc, cmd = run_weft(args.weft, os.path.join(args.models_dir, file), params, input_files, out_dir,
                        os.path.join(work, "weft.log"), args.timeout, args.no_fuse)
     t_weft = time.time() - t1
-    result = {"model": name, "file": file, "labels": case["labels"], "batchnorms": case["batchnorms"], "tempered": case["tempered"],
-              "mxnet_s": round(t_mx, 2), "weft_s": round(t_weft, 2), "weft_rc": rc, "heads": []}
+    result = {"model": name, "file": file, "labels": case["labels"], "batchnorms": case["batchnorms"],
+              "tempered": case["tempered"], "mxnet_s": round(t_mx, 2), "weft_s": round(t_weft, 2),
+              "weft_rc": rc, "heads": []}
     if rc != 0:
         with open(os.path.join(work, "weft.log")) as f:
             result["error"] = "weft replay exited %d: %s" % (rc, f.read()[-2000:])
