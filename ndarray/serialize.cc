@@ -171,8 +171,10 @@ DType read_type_flag(ByteReader& r, const std::string& field) {
 uint64_t data_bytes(const ByteReader& r, size_t at, const Shape& shape, DType dtype,
                     const std::string& field) {
   if (!shape.within_limits()) {
-    r.fail(at, cat(field, ": shape ", shape.to_string(),
-                   " is too large (its dimensions multiply to more than 2^56 elements)"));
+    r.fail(
+        at,
+        cat(field, ": shape ", shape.to_string(),
+            " overflows weft's size limit (its dimensions multiply to more than 2^56 elements)"));
   }
   return shape_bytes(shape, dtype_size(dtype), field);
 }
@@ -309,7 +311,7 @@ void check_payload(const std::string& what, const Shape& shape, DType dtype, siz
       << ") has no MXNet type flag";
   WEFT_CHECK(shape.within_limits())
       << what << ": shape " << shape.to_string()
-      << " is too large (its dimensions multiply to more than 2^56 elements)";
+      << " overflows weft's size limit (its dimensions multiply to more than 2^56 elements)";
   const uint64_t expected = shape_bytes(shape, dtype_size(dtype), what);
   WEFT_CHECK(expected == bytes) << what << ": shape " << shape.to_string() << " of "
                                 << dtype_name(dtype) << " needs " << expected

@@ -2,11 +2,8 @@
 // program: sizes beyond weft's limit or the device's memory end in an error naming the node (or
 // input, or array) and its shape, before any allocation or oneDNN descriptor; never a signal.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,6 +14,7 @@
 #include "graph/json.h"
 #include "graph/plan.h"
 #include "memory/arena.h"
+#include "tests/graph/cli_run.h"
 #include "tests/ndarray/crafted_params.h"
 
 namespace weft::graph {
@@ -30,18 +28,20 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// MXNet 1.x JSON: data -> FullyConnected(num_hidden) -> relu, with `data_attrs` on the data node.
-std::string fc_json(const std::string& num_hidden, const std::string& data_attrs) {
-  return R"({"nodes": [
-    {"op": "null", "name": "data", "attrs": {)" +
-         data_attrs + R"(}, "inputs": []},
+// MXNet 1.x JSON: data -> FullyConnected(num_hidden) -> relu; data has `__shape__` = `shape`
+// when `shape` is not empty.
+std::string fc_json(const std::string& num_hidden, const std::string& shape) {
+  const std::string data_attrs = shape.empty() ? "" : "\"__shape__\": \"" + shape + "\"";
+  return R"json({"nodes": [
+    {"op": "null", "name": "data", "attrs": {)json" +
+         data_attrs + R"json(}, "inputs": []},
     {"op": "null", "name": "fc_weight", "inputs": []},
     {"op": "null", "name": "fc_bias", "inputs": []},
-    {"op": "FullyConnected", "name": "fc", "attrs": {"num_hidden": ")" +
-         num_hidden + R"("}, "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},
+    {"op": "FullyConnected", "name": "fc", "attrs": {"num_hidden": ")json" +
+         num_hidden + R"json("}, "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},
     {"op": "Activation", "name": "relu", "attrs": {"act_type": "relu"}, "inputs": [[3, 0, 0]]}],
   "arg_nodes": [0, 1, 2], "node_row_ptr": [0, 1, 2, 3, 4, 5], "heads": [[4, 0, 0]],
-  "attrs": {"mxnet_version": ["int", 10500]}})";
+  "attrs": {"mxnet_version": ["int", 10500]}})json";
 }
 
 std::shared_ptr<const Graph> load(const std::string& text) {
@@ -61,33 +61,28 @@ std::string error_of(F&& f) {
 }
 
 TEST(HostileGraph, HugeShapeAttributeNamesTheNodeAtInferAndBind) {
-  auto g = load(fc_json("4", R"("__shape__": "()" + k2to62 + ", " + k2to62 + R"()")"));
-  std::string m = error_of<ShapeError>([&] {
-    infer_shapes_types(*g, {}); });
+  auto g = load(fc_json("4", "(" + k2to62 + ", " + k2to62 + ")"));
+  std::string m = error_of<ShapeError>([&] { infer_shapes_types(*g, {}); });
   EXPECT_TRUE(contains(m, "'data'")) << m;
   EXPECT_TRUE(contains(m, "__shape__")) << m;
   EXPECT_TRUE(contains(m, k2to62)) << m;
-  m = error_of<ShapeError>([&] {
-    Executor::bind(g, BindOptions{}); });
+  m = error_of<ShapeError>([&] { Executor::bind(g, BindOptions{}); });
   EXPECT_TRUE(contains(m, "'data'")) << m;
 }
 
 TEST(HostileGraph, HugeShapeAttributeWithAnUnknownBatchDimensionIsStillRefused) {
   // (0, 2^62, 2^62): dimension 0 is left to the batch size, the rest is already too large.
-  auto g = load(fc_json("4", R"("__shape__": "(0, )" + k2to62 + ", " + k2to62 + R"()")"));
-  const std::string m = error_of<ShapeError>([&] {
-    infer_shapes_types(*g, {}, false); });
+  auto g = load(fc_json("4", "(0, " + k2to62 + ", " + k2to62 + ")"));
+  const std::string m = error_of<ShapeError>([&] { infer_shapes_types(*g, {}, false); });
   EXPECT_TRUE(contains(m, "'data'")) << m;
 }
 
 TEST(HostileGraph, HugeNumHiddenNamesTheNodeBeforeAnyAllocation) {
-  auto g = load(fc_json(k2to62, R"("__shape__": "(2, 3)")"));
-  std::string m = error_of<ShapeError>([&] {
-    infer_shapes_types(*g, {}); });
+  auto g = load(fc_json(k2to62, "(2, 3)"));
+  std::string m = error_of<ShapeError>([&] { infer_shapes_types(*g, {}); });
   EXPECT_TRUE(contains(m, "'fc'")) << m;
   EXPECT_TRUE(contains(m, k2to62)) << m;
-  m = error_of<ShapeError>([&] {
-    Executor::bind(g, BindOptions{}); });
+  m = error_of<ShapeError>([&] { Executor::bind(g, BindOptions{}); });
   EXPECT_TRUE(contains(m, "'fc'")) << m;
 }
 
@@ -103,36 +98,29 @@ TEST(HostileGraph, HugeInputShapeNamesTheInput) {
 TEST(HostileGraph, ReshapeWhoseTargetOverflowsNamesTheNode) {
   // 2^33 * 2^33 wraps to 4 in 64 bits: the -1 would have been inferred as 2 and the product of
   // the output shape checked in wrapped arithmetic as equal to the input's 8 elements.
-  auto g = load(R"({"nodes": [
-    {"op": "null", "name": "data", "attrs": {"__shape__": "(8,)"}, "inputs": []
-},
+  auto g = load(R"json({"nodes": [
+    {"op": "null", "name": "data", "attrs": {"__shape__": "(8,)"}, "inputs": []},
     {"op": "Reshape", "name": "reshape0", "attrs": {"shape": "(8589934592, 8589934592, -1)"},
      "inputs": [[0, 0, 0]]}],
     "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[1, 0, 0]],
-    "attrs": {
-  "mxnet_version" : [ "int", 10500 ]
-}
-})");
-  const std::string m = error_of<ShapeError>([&] {
-  infer_shapes_types(*g, {}); });
-EXPECT_TRUE(contains(m, "'reshape0'")) << m;
+    "attrs": {"mxnet_version": ["int", 10500]}})json");
+  const std::string m = error_of<ShapeError>([&] { infer_shapes_types(*g, {}); });
+  EXPECT_TRUE(contains(m, "'reshape0'")) << m;
 }
 
 TEST(HostileGraph, EntryLargerThanTheDeviceIsOutOfMemoryNamingTheNode) {
   if (device_memory_capacity(Device::cpu()) == 0)
     GTEST_SKIP() << "the machine's memory size is unknown";
   // fc_weight is (2^34, 1024) float32: 64 TiB, within weft's limit but not on this machine.
-  auto g = load(fc_json("17179869184", R"("__shape__": "(1, 1024)")"));
+  auto g = load(fc_json("17179869184", "(1, 1024)"));
   InferInputs in;
   EXPECT_NO_THROW(infer_shapes_types(*g, in));  // no device: planning for another machine is fine
   in.device = Device::cpu();
-  const std::string m = error_of<OutOfMemory>([&] {
-    infer_shapes_types(*g, in); });
+  const std::string m = error_of<OutOfMemory>([&] { infer_shapes_types(*g, in); });
   EXPECT_TRUE(contains(m, "'fc_weight'")) << m;
   EXPECT_TRUE(contains(m, "(17179869184, 1024)")) << m;
   // Binding without the device in InferInputs still fails cleanly, naming the shape.
-  const std::string b = error_of<OutOfMemory>([&] {
-    Executor::bind(g, BindOptions{}); });
+  const std::string b = error_of<OutOfMemory>([&] { Executor::bind(g, BindOptions{}); });
   EXPECT_TRUE(contains(b, "(17179869184, 1024)")) << b;
 }
 
@@ -159,27 +147,8 @@ TEST(HostilePlan, ArenaLargerThanTheDeviceFailsBeforeAllocating) {
 
 // ---- the `weft` program end to end ----------------------------------------------------------
 
-struct CliRun {
-  int code = -1;  // -1: killed by a signal
-  std::string output;
-};
-
-CliRun run_cli(const std::string& args) {
-  CliRun r;
-#ifdef WEFT_CLI_PATH
-  const std::string cmd = std::string(WEFT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-#else
-  (void)args;
-#endif
-  return r;
-}
+using testing::CliRun;
+using testing::run_cli;
 
 class HostileCli : public ::testing::Test {
  protected:
@@ -197,6 +166,7 @@ class HostileCli : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // A clean failure: an exit code of 1..127 (128 and above, or -1, is a signal).
   static void expect_clean_failure(const CliRun& r, const std::string& must_mention) {
+    EXPECT_EQ(r.signal, 0) << r.output;
     EXPECT_GE(r.code, 1) << r.output;
     EXPECT_LE(r.code, 127) << r.output;
     EXPECT_TRUE(contains(r.output, must_mention)) << r.output;
