@@ -1,5 +1,6 @@
 // Element-wise comparison of arrays for tests: |actual - expected| <= atol + rtol * |expected| on
-// every element (or bitwise equality), reporting the worst element with its index and both values.
+// every element (or exact equality), reporting the worst element with its index and both values;
+// and a fixed intra-op thread count for tests that compare two runs of the same kernels exactly.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ndarray/ndarray.h"
+#include "ndarray/runtime.h"
 
 namespace weft::testing {
 
@@ -140,5 +142,22 @@ inline ::testing::AssertionResult all_equal(const NDArray& actual, const NDArray
   return all_within(
       a, b, [](size_t, double) { return 0.0; }, "exact equality", &expected.shape());
 }
+
+/// For its scope, every kernel gets the same number of threads (one per core) instead of the
+/// adaptive share, so two runs of the same kernels on the same inputs agree exactly: some kernels'
+/// arithmetic depends on their thread count (oneDNN's GEMM splits small-M reductions across
+/// threads). Replaces the runtime on entry and on exit (Runtime::reset): no NDArray may live across
+/// either. Call from the test's thread.
+class FixedIntraOpThreads {
+ public:
+  FixedIntraOpThreads() {
+    RuntimeConfig config;
+    config.intra_op_policy = IntraOpPolicy::kFixed;
+    Runtime::reset(config);
+  }
+  ~FixedIntraOpThreads() { Runtime::reset(RuntimeConfig{}); }
+  FixedIntraOpThreads(const FixedIntraOpThreads&) = delete;
+  FixedIntraOpThreads& operator=(const FixedIntraOpThreads&) = delete;
+};
 
 }  // namespace weft::testing
