@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,31 @@ TEST(HostileNpy, ZeroSizedArrayWithHugeOtherDimensionIsRefused) {
   const auto b = npy_with_header(
       "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 16)}");
   EXPECT_THROW(load_npy_array_from_memory(b.data(), b.size(), "zero.npy"), ValueError);
+}
+
+// The capacity every check above compares with, against the kernel's own figure.
+TEST(DeviceCapacity, CpuAndPinnedMemoryAreThePhysicalMemory) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (meminfo >> key) {
+    if (key == "MemTotal:") {
+      meminfo >> kib;
+      break;
+    }
+    meminfo.ignore(1 << 10, '\n');
+  }
+  if (kib == 0) GTEST_SKIP() << "no MemTotal in /proc/meminfo";
+  EXPECT_EQ(device_memory_capacity(Device::cpu()), kib * 1024);
+  EXPECT_EQ(device_memory_capacity(Device{DeviceType::kCUDAHost, 0}), kib * 1024);
+  // Unknown devices report 0, and then nothing is refused for them.
+  EXPECT_EQ(device_memory_capacity(Device{DeviceType::kCPU, 3}), 0u);
+  if (DeviceAPI::try_get(DeviceType::kCUDA) == nullptr ||
+      DeviceAPI::get(DeviceType::kCUDA)->device_count() == 0) {
+    EXPECT_EQ(device_memory_capacity(Device::cuda(0)), 0u);
+  } else {
+    EXPECT_GT(device_memory_capacity(Device::cuda(0)), size_t{1} << 28);
+  }
 }
 
 TEST(NDArrayAllocation, LargerThanTheDeviceFailsBeforeAllocatingNamingTheShape) {
