@@ -90,10 +90,10 @@ struct ErrorRaiser {
 
 /// Checks a condition the caller is responsible for; always on. Throws ErrorT with the streamed
 /// message: `WEFT_CHECK_AS(ValueError, n > 0) << "op 'x': n must be positive, got " << n;`
-#define WEFT_CHECK_AS(ErrorT, cond)            \
-  if (__builtin_expect(!!(cond), 1)) {         \
-  } else                                       \
-    ::weft::detail::ErrorRaiser() &            \
+#define WEFT_CHECK_AS(ErrorT, cond)    \
+  if (__builtin_expect(!!(cond), 1)) { \
+  } else                               \
+    ::weft::detail::ErrorRaiser() &    \
         ::weft::detail::ErrorBuilder<::weft::ErrorT>(__FILE__, __LINE__, #cond)
 
 /// Checks a caller's mistake; always on; throws weft::ValueError.
@@ -111,5 +111,6 @@ struct ErrorRaiser {
 #endif
 
 /// Throws ErrorT unconditionally with the streamed message.
-#define WEFT_THROW(ErrorT) \
-  ::weft::detail::ErrorRaiser() & ::weft::detail::ErrorBuilder<::weft::ErrorT>(__FILE__, __LINE__, nullptr)
+#define WEFT_THROW(ErrorT)        \
+  ::weft::detail::ErrorRaiser() & \
+      ::weft::detail::ErrorBuilder<::weft::ErrorT>(__FILE__, __LINE__, nullptr)

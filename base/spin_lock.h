@@ -1,4 +1,5 @@
-// A small test-and-test-and-set spin lock for short critical sections (engine variables, pool arenas).
+// A small test-and-test-and-set spin lock for short critical sections (engine variables, pool
+// arenas).
 #pragma once
 
 #include <atomic>

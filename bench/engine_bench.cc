@@ -24,16 +24,16 @@
 // the median of the per-repetition weft/TBB ratios too (the figure least affected by drift), and
 // how much of the machine other processes used meanwhile (bench_util.h, Interference).
 
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/version.h>
+
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <oneapi/tbb/global_control.h>
-#include <oneapi/tbb/version.h>
 
 #include "base/build_config.h"
 #include "bench_util.h"
@@ -98,20 +98,24 @@ void print_header(const Options& opt, const WorkloadSizes& sizes, const SpinCali
   std::printf("# mode: %s, reps=%d (median reported, ns per task), threads=%s\n",
               opt.quick ? "quick" : "full", opt.reps,
               opt.threads > 0 ? std::to_string(opt.threads).c_str() : "1,2");
-  std::printf("# sizes: chain=%lld tree=%lld embarrassing=%lld wavefront=%dx%d "
-              "mxnet_workload=%d ops over %d vars\n",
-              static_cast<long long>(sizes.chain), static_cast<long long>(sizes.tree),
-              static_cast<long long>(sizes.embarrassing), sizes.wavefront_side,
-              sizes.wavefront_side, sizes.mxnet_ops, sizes.mxnet_vars);
+  std::printf(
+      "# sizes: chain=%lld tree=%lld embarrassing=%lld wavefront=%dx%d "
+      "mxnet_workload=%d ops over %d vars\n",
+      static_cast<long long>(sizes.chain), static_cast<long long>(sizes.tree),
+      static_cast<long long>(sizes.embarrassing), sizes.wavefront_side, sizes.wavefront_side,
+      sizes.mxnet_ops, sizes.mxnet_vars);
   std::printf("# spin: %llu iterations per us; a 1 us body measured %.0f ns\n",
               static_cast<unsigned long long>(spin.iterations_per_us), spin.check_ns);
-  std::printf("# timed: weft = new_var + push all + wait_for_all; tbb = graph + nodes + edges + "
-              "try_put + wait_for_all\n");
-  std::printf("# threads=t: weft = t workers (+ the pushing main thread); tbb = "
-              "max_allowed_parallelism t, counting the main thread\n");
-  std::printf("# details: median/min/max ns per task; build = median ns per task until the last "
-              "push (weft) / the first try_put (tbb); the median per-rep ratio; other/steal = "
-              "share of the machine used by other processes / stolen by the hypervisor\n");
+  std::printf(
+      "# timed: weft = new_var + push all + wait_for_all; tbb = graph + nodes + edges + "
+      "try_put + wait_for_all\n");
+  std::printf(
+      "# threads=t: weft = t workers (+ the pushing main thread); tbb = "
+      "max_allowed_parallelism t, counting the main thread\n");
+  std::printf(
+      "# details: median/min/max ns per task; build = median ns per task until the last "
+      "push (weft) / the first try_put (tbb); the median per-rep ratio; other/steal = "
+      "share of the machine used by other processes / stolen by the hypervisor\n");
   std::printf("# load: 1-minute load average %s at start\n", load_average().c_str());
   std::fflush(stdout);
 }
@@ -137,20 +141,20 @@ bool measure(Workload& w, int threads, int reps) {
   Summary weft_sum = summarize(weft_ns, tasks);
   Summary tbb_sum = summarize(tbb_ns, tasks);
   const bool disturbed = interference.lost_share() > kDisturbedShare;
-  std::printf("# %s threads=%d weft %s build=%.1f | tbb %s build=%.1f | per-rep ratio=%.3f | "
-              "%s%s\n",
-              w.name(), threads, describe(weft_sum).c_str(),
-              summarize(weft_build_ns, tasks).median, describe(tbb_sum).c_str(),
-              summarize(tbb_build_ns, tasks).median, summarize(paired_ratio).median,
-              interference.describe().c_str(), disturbed ? " DISTURBED" : "");
+  std::printf(
+      "# %s threads=%d weft %s build=%.1f | tbb %s build=%.1f | per-rep ratio=%.3f | "
+      "%s%s\n",
+      w.name(), threads, describe(weft_sum).c_str(), summarize(weft_build_ns, tasks).median,
+      describe(tbb_sum).c_str(), summarize(tbb_build_ns, tasks).median,
+      summarize(paired_ratio).median, interference.describe().c_str(),
+      disturbed ? " DISTURBED" : "");
   std::printf("compare %s threads=%d weft=%.1fns tbb=%.1fns ratio=%.3f\n", w.name(), threads,
               weft_sum.median, tbb_sum.median, weft_sum.median / tbb_sum.median);
   if (w.has_serial()) {
     Summary serial = summarize(serial_ns, tasks);
     std::printf("# %s serial %s\n", w.name(), describe(serial).c_str());
-    std::printf("compare %s_vs_serial threads=%d weft=%.1fns serial=%.1fns ratio=%.3f\n",
-                w.name(), threads, weft_sum.median, serial.median,
-                weft_sum.median / serial.median);
+    std::printf("compare %s_vs_serial threads=%d weft=%.1fns serial=%.1fns ratio=%.3f\n", w.name(),
+                threads, weft_sum.median, serial.median, weft_sum.median / serial.median);
   }
   std::fflush(stdout);
   return disturbed;
@@ -202,10 +206,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (disturbed > 0) {
-    std::printf("# warning: other processes or the hypervisor took more than %.0f%% of the "
-                "machine during %d measurement(s) marked DISTURBED; rerun those on a quiet "
-                "machine\n",
-                100 * kDisturbedShare, disturbed);
+    std::printf(
+        "# warning: other processes or the hypervisor took more than %.0f%% of the "
+        "machine during %d measurement(s) marked DISTURBED; rerun those on a quiet "
+        "machine\n",
+        100 * kDisturbedShare, disturbed);
   }
   return 0;
 }

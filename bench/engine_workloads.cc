@@ -36,6 +36,8 @@
 
 #include "engine_workloads.h"
 
+#include <oneapi/tbb/flow_graph.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -44,16 +46,14 @@
 #include <span>
 #include <stdexcept>
 
-#include <oneapi/tbb/flow_graph.h>
-
 #include "bench_util.h"
 
 namespace weft::bench {
 
-const WorkloadSizes kFullSizes{int64_t{1} << 20, (int64_t{1} << 20) - 1, int64_t{1} << 20, 2048,
-                               10000, 100};
-const WorkloadSizes kQuickSizes{int64_t{1} << 16, (int64_t{1} << 16) - 1, int64_t{1} << 16, 256,
-                                10000, 100};
+const WorkloadSizes kFullSizes{
+    int64_t{1} << 20, (int64_t{1} << 20) - 1, int64_t{1} << 20, 2048, 10000, 100};
+const WorkloadSizes kQuickSizes{
+    int64_t{1} << 16, (int64_t{1} << 16) - 1, int64_t{1} << 16, 256, 10000, 100};
 
 namespace {
 
@@ -187,7 +187,9 @@ class ChainWorkload final : public Workload {
 class TreeWorkload final : public Workload {
  public:
   explicit TreeWorkload(int64_t n)
-      : n_(n), expected_(static_cast<size_t>(n)), values_(static_cast<size_t>(n)),
+      : n_(n),
+        expected_(static_cast<size_t>(n)),
+        values_(static_cast<size_t>(n)),
         vars_(static_cast<size_t>(n)) {
     for (int64_t i = 0; i < n_; ++i) {
       expected_[static_cast<size_t>(i)] = body_value(expected_.data(), i);
@@ -201,8 +203,7 @@ class TreeWorkload final : public Workload {
     uint64_t* v = values_.data();
     auto start = Clock::now();
     for (int64_t i = 0; i < n_; ++i) vars_[static_cast<size_t>(i)] = engine.new_var();
-    engine.push([v](const RunContext&) { v[0] = body_value(v, 0); }, Device::cpu(), {},
-                {vars_[0]});
+    engine.push([v](const RunContext&) { v[0] = body_value(v, 0); }, Device::cpu(), {}, {vars_[0]});
     for (int64_t i = 1; i < n_; ++i) {
       engine.push([v, i](const RunContext&) { v[i] = body_value(v, i); }, Device::cpu(),
                   {vars_[static_cast<size_t>((i - 1) / 2)]}, {vars_[static_cast<size_t>(i)]});
@@ -266,15 +267,15 @@ class TreeWorkload final : public Workload {
 class EmbarrassingWorkload final : public Workload {
  public:
   EmbarrassingWorkload(int64_t n, uint64_t spin) : n_(n), spin_(spin) {}
-  const char* name() const override { return spin_ > 0 ? "embarrassing_1us" : "embarrassing_empty"; }
+  const char* name() const override {
+    return spin_ > 0 ? "embarrassing_1us" : "embarrassing_empty";
+  }
   int64_t tasks() const override { return n_; }
 
   RunTime run_weft(Engine& engine) override {
     return spin_ > 0 ? run_weft_impl<true>(engine) : run_weft_impl<false>(engine);
   }
-  RunTime run_tbb() override {
-    return spin_ > 0 ? run_tbb_impl<true>() : run_tbb_impl<false>();
-  }
+  RunTime run_tbb() override { return spin_ > 0 ? run_tbb_impl<true>() : run_tbb_impl<false>(); }
 
  private:
   template <bool kBusy>
@@ -295,9 +296,9 @@ class EmbarrassingWorkload final : public Workload {
     engine.wait_for_all();
     RunTime ns{elapsed_ns(start, Clock::now()), elapsed_ns(start, built)};
     if (counts.total() != static_cast<uint64_t>(n_)) {
-      fail_verification(name(), "weft",
-                        std::to_string(counts.total()) + " bodies ran, expected " +
-                            std::to_string(n_));
+      fail_verification(
+          name(), "weft",
+          std::to_string(counts.total()) + " bodies ran, expected " + std::to_string(n_));
     }
     return ns;
   }
@@ -334,8 +335,11 @@ class EmbarrassingWorkload final : public Workload {
 class WavefrontWorkload final : public Workload {
  public:
   explicit WavefrontWorkload(int32_t side)
-      : side_(side), n_(int64_t{side} * side), expected_(static_cast<size_t>(n_)),
-        values_(static_cast<size_t>(n_)), vars_(static_cast<size_t>(n_)) {
+      : side_(side),
+        n_(int64_t{side} * side),
+        expected_(static_cast<size_t>(n_)),
+        values_(static_cast<size_t>(n_)),
+        vars_(static_cast<size_t>(n_)) {
     for (int32_t i = 0; i < side_; ++i) {
       for (int32_t j = 0; j < side_; ++j) {
         expected_[index(i, j)] = body_value(expected_.data(), side_, i, j);
@@ -437,8 +441,10 @@ class MxnetWorkload final : public Workload {
 
   MxnetWorkload(int num_ops, int num_vars, uint64_t spin_per_us)
       : ops_(static_cast<size_t>(num_ops)),
-        predecessors_(static_cast<size_t>(num_ops)), expected_(static_cast<size_t>(num_vars)),
-        values_(static_cast<size_t>(num_vars)), vars_(static_cast<size_t>(num_vars)) {
+        predecessors_(static_cast<size_t>(num_ops)),
+        expected_(static_cast<size_t>(num_vars)),
+        values_(static_cast<size_t>(num_vars)),
+        vars_(static_cast<size_t>(num_vars)) {
     uint64_t rng_state = 20240601;
     auto next = [&rng_state](uint64_t bound) {  // splitmix64, reduced to [0, bound)
       uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
@@ -504,7 +510,8 @@ class MxnetWorkload final : public Workload {
       const Op* op = &ops_[k];
       std::array<VarHandle, kMaxReads> reads;
       for (int r = 0; r < op->num_reads; ++r) {
-        reads[static_cast<size_t>(r)] = vars_[static_cast<size_t>(op->reads[static_cast<size_t>(r)])];
+        reads[static_cast<size_t>(r)] =
+            vars_[static_cast<size_t>(op->reads[static_cast<size_t>(r)])];
       }
       engine.push([op, k, v](const RunContext&) { apply(*op, static_cast<int64_t>(k), v, true); },
                   Device::cpu(),
@@ -564,8 +571,8 @@ class MxnetWorkload final : public Workload {
   struct Op {
     int write = 0;
     int num_reads = 0;
-    int spin_us = 0;                ///< nominal body duration, 1-9 us
-    uint64_t spin_iterations = 0;   ///< spin_us in busy-loop iterations
+    int spin_us = 0;               ///< nominal body duration, 1-9 us
+    uint64_t spin_iterations = 0;  ///< spin_us in busy-loop iterations
     std::array<int, kMaxReads> reads{};
   };
   /// One variable's value on its own cache line, so that neighbouring writers do not interfere.
@@ -577,7 +584,8 @@ class MxnetWorkload final : public Workload {
   static void apply(const Op& op, int64_t k, Value* values, bool spin) {
     if (spin) spin_iterations(op.spin_iterations);
     uint64_t h = values[op.write].v;
-    for (int r = 0; r < op.num_reads; ++r) h = h * kMulA + values[op.reads[static_cast<size_t>(r)]].v;
+    for (int r = 0; r < op.num_reads; ++r)
+      h = h * kMulA + values[op.reads[static_cast<size_t>(r)]].v;
     values[op.write].v = h * kMulB + static_cast<uint64_t>(k) + 1;
   }
   static uint64_t initial_value(size_t var) { return var; }

@@ -21,7 +21,8 @@ std::vector<uint32_t> label_variables(const Graph& g) {
     if (!n.op) continue;
     const std::vector<std::string> names = n.op->input_names(*n.op_attrs);
     for (size_t i = 0; i < n.inputs.size() && i < names.size(); ++i) {
-      if (names[i] == "label" && g.nodes[n.inputs[i].node].is_variable()) label[n.inputs[i].node] = true;
+      if (names[i] == "label" && g.nodes[n.inputs[i].node].is_variable())
+        label[n.inputs[i].node] = true;
     }
   }
   std::vector<uint32_t> out;
@@ -46,9 +47,9 @@ struct NodeRun {
   std::vector<TensorView> in, out;
   std::vector<OpReq> req;
   std::vector<VarHandle> reads, writes;
-  std::vector<VarHandle> in_vars;       // per input, for versions
-  std::vector<uint64_t> storage_ids;    // per input (0: not a bound array)
-  std::vector<uint64_t> versions;       // per input, filled at run time
+  std::vector<VarHandle> in_vars;     // per input, for versions
+  std::vector<uint64_t> storage_ids;  // per input (0: not a bound array)
+  std::vector<uint64_t> versions;     // per input, filled at run time
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;
@@ -64,7 +65,8 @@ struct NodeRun {
     ctx.workspace = workspace;
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random;
-    for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;
+    for (size_t i = 0; i < in_vars.size(); ++i)
+      versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;
     ctx.input_storage_ids = storage_ids.data();
     ctx.input_versions = versions.data();
     Runtime& rt = Runtime::get();
@@ -126,14 +128,16 @@ class OccupancyMap {
 class ExecutorImpl final : public Executor {
  public:
   ExecutorImpl(std::shared_ptr<const Graph> graph, const BindOptions& options,
-               std::map<std::string, NDArray, std::less<>> args, std::map<std::string, NDArray, std::less<>> aux)
+               std::map<std::string, NDArray, std::less<>> args,
+               std::map<std::string, NDArray, std::less<>> aux)
       : forward_graph_(std::move(graph)),
         options_(options),
         engine_(Runtime::get().engine()),
         generation_(Runtime::get().generation()) {
     WEFT_CHECK_AS(NotImplemented, options_.device.type == DeviceType::kCPU)
         << "executor: device " << weft::to_string(options_.device)
-        << " has no operator kernels in this build; bind on cpu (graph::place_devices shows the fallback plan)";
+        << " has no operator kernels in this build; bind on cpu (graph::place_devices shows the "
+           "fallback plan)";
     for (auto& [k, v] : args) user_arrays_[k] = v;
     for (auto& [k, v] : aux) user_arrays_[k] = v;
     build_exec_graph();
@@ -163,24 +167,25 @@ class ExecutorImpl final : public Executor {
     check_runtime("forward");
     // A fence: waits for every operation of the previous run (they all read arena_var_), so a
     // run never overwrites arena memory an earlier run still uses.
-    engine_.push_sync([](const RunContext&) {}, options_.device, {}, {arena_var_}, FnProperty::kNormal, 0,
-                      "executor_fence");
+    engine_.push_sync([](const RunContext&) {}, options_.device, {}, {arena_var_},
+                      FnProperty::kNormal, 0, "executor_fence");
     for (size_t k = 0; k < num_forward_runs_; ++k) push(runs_[k], is_train);
     ran_forward_train_ = is_train;
   }
 
   void backward(const std::vector<NDArray>& head_grads) override {
     check_runtime("backward");
-    WEFT_CHECK(has_backward_) << "backward: the executor was bound without gradients (set grad_req)";
+    WEFT_CHECK(has_backward_)
+        << "backward: the executor was bound without gradients (set grad_req)";
     WEFT_CHECK(head_grads.empty() || head_grads.size() == grad_info_.head_grad_nodes.size())
-        << "backward: " << head_grads.size() << " head gradients for " << grad_info_.head_grad_nodes.size()
-        << " heads";
+        << "backward: " << head_grads.size() << " head gradients for "
+        << grad_info_.head_grad_nodes.size() << " heads";
     for (size_t h = 0; h < head_grads.size(); ++h) {
       if (head_grads[h].is_none()) continue;
       NDArray& dst = var_arrays_[grad_info_.head_grad_nodes[h]];
       WEFT_CHECK_AS(ShapeError, head_grads[h].shape() == dst.shape())
-          << "backward: head gradient " << h << " has shape " << head_grads[h].shape() << ", the head has "
-          << dst.shape();
+          << "backward: head gradient " << h << " has shape " << head_grads[h].shape()
+          << ", the head has " << dst.shape();
       head_grads[h].copy_to(dst);
     }
     for (size_t k = num_forward_runs_; k < runs_.size(); ++k) push(runs_[k], true);
@@ -204,13 +209,16 @@ class ExecutorImpl final : public Executor {
     return it == grads_.end() ? NDArray() : it->second;
   }
   std::vector<std::string> arg_names() const override { return forward_graph_->list_arguments(); }
-  std::vector<std::string> aux_names() const override { return forward_graph_->list_auxiliary_states(); }
+  std::vector<std::string> aux_names() const override {
+    return forward_graph_->list_auxiliary_states();
+  }
   const Graph& exec_graph() const override { return exec_; }
   const InferResult& inferred() const override { return inferred_; }
   const MemoryPlan& memory_plan() const override { return plan_; }
   std::vector<Shape> output_shapes() const override {
     std::vector<Shape> out;
-    for (size_t h = 0; h < num_forward_heads_; ++h) out.push_back(inferred_.shapes[exec_.entry_id(exec_.heads[h])]);
+    for (size_t h = 0; h < num_forward_heads_; ++h)
+      out.push_back(inferred_.shapes[exec_.entry_id(exec_.heads[h])]);
     return out;
   }
   std::vector<OpTime> op_times() const override {
@@ -223,7 +231,8 @@ class ExecutorImpl final : public Executor {
     }
     std::vector<OpTime> out;
     for (auto& [k, v] : by_op) out.push_back(v);
-    std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.total_ms > b.total_ms; });
+    std::sort(out.begin(), out.end(),
+              [](const OpTime& a, const OpTime& b) { return a.total_ms > b.total_ms; });
     return out;
   }
 
@@ -263,7 +272,8 @@ class ExecutorImpl final : public Executor {
     } else {
       exec_ = fwd;
     }
-    num_forward_nodes_ = has_backward_ ? grad_info_.num_forward_nodes : static_cast<uint32_t>(exec_.nodes.size());
+    num_forward_nodes_ =
+        has_backward_ ? grad_info_.num_forward_nodes : static_cast<uint32_t>(exec_.nodes.size());
   }
 
   bool setup(const InferInputs& inputs) {
@@ -298,15 +308,18 @@ class ExecutorImpl final : public Executor {
       if (auto it = user_arrays_.find(name); it != user_arrays_.end()) {
         a = it->second;
         WEFT_CHECK_AS(ShapeError, a.shape() == shape)
-            << "bind: array for '" << name << "' has shape " << a.shape() << ", the graph needs " << shape;
-        WEFT_CHECK(a.dtype() == dtype) << "bind: array for '" << name << "' has dtype " << dtype_name(a.dtype())
-                                       << ", the graph needs " << dtype_name(dtype);
-      } else if (nid < var_arrays_.size() && !var_arrays_[nid].is_none() && var_arrays_[nid].shape() == shape &&
-                 var_arrays_[nid].dtype() == dtype) {
+            << "bind: array for '" << name << "' has shape " << a.shape() << ", the graph needs "
+            << shape;
+        WEFT_CHECK(a.dtype() == dtype)
+            << "bind: array for '" << name << "' has dtype " << dtype_name(a.dtype())
+            << ", the graph needs " << dtype_name(dtype);
+      } else if (nid < var_arrays_.size() && !var_arrays_[nid].is_none() &&
+                 var_arrays_[nid].shape() == shape && var_arrays_[nid].dtype() == dtype) {
         a = var_arrays_[nid];
       } else {
         const bool head_grad = has_backward_ && nid >= num_forward_nodes_;
-        a = head_grad ? NDArray::ones(shape, dtype, options_.device) : NDArray::zeros(shape, dtype, options_.device);
+        a = head_grad ? NDArray::ones(shape, dtype, options_.device)
+                      : NDArray::zeros(shape, dtype, options_.device);
       }
       arrays[nid] = a;
     }
@@ -319,9 +332,10 @@ class ExecutorImpl final : public Executor {
       const std::string& name = g.nodes[wrt_[k]].name;
       const uint32_t eid = g.entry_id(grad_info_.grads[k]);
       NDArray& old = grads_[name];
-      grads[name] = (!old.is_none() && old.shape() == inferred_.shapes[eid])
-                        ? old
-                        : NDArray::zeros(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
+      grads[name] =
+          (!old.is_none() && old.shape() == inferred_.shapes[eid])
+              ? old
+              : NDArray::zeros(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
     }
     grads_ = std::move(grads);
 
@@ -336,14 +350,16 @@ class ExecutorImpl final : public Executor {
         if (h >= num_forward_heads_) {
           const std::string& name = g.nodes[wrt_[h - num_forward_heads_]].name;
           if (req_of(name) == GradReq::kAdd) {
-            NDArray tmp = NDArray::empty(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
+            NDArray tmp =
+                NDArray::empty(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
             add_temps_.push_back({name, tmp});
             head_arrays_[eid] = tmp;
           } else {
             head_arrays_[eid] = grads_.at(name);
           }
         } else {
-          head_arrays_[eid] = NDArray::empty(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
+          head_arrays_[eid] =
+              NDArray::empty(inferred_.shapes[eid], inferred_.dtypes[eid], options_.device);
         }
       }
       if (h < num_forward_heads_) outputs_.push_back(head_arrays_[eid]);
@@ -408,8 +424,8 @@ class ExecutorImpl final : public Executor {
       r.compute = n.op->compute(options_.device.type);
       r.stateful = r.compute ? nullptr : n.op->stateful_compute(options_.device.type);
       WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful)
-          << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name() << " has no kernel on "
-          << weft::to_string(options_.device);
+          << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
+          << " has no kernel on " << weft::to_string(options_.device);
       r.time_ops = options_.time_ops;
       std::vector<int> mutate;
       if (const auto& fm = n.op->attr<FMutateInputs>()) mutate = fm(*n.op_attrs);
@@ -440,7 +456,8 @@ class ExecutorImpl final : public Executor {
         r.in.emplace_back(ptr, options_.device, inferred_.dtypes[eid], inferred_.shapes[eid]);
         r.in_vars.push_back(var);
         r.storage_ids.push_back(sid);
-        const bool mutated = std::find(mutate.begin(), mutate.end(), static_cast<int>(i)) != mutate.end();
+        const bool mutated =
+            std::find(mutate.begin(), mutate.end(), static_cast<int>(i)) != mutate.end();
         (mutated ? r.writes : r.reads).push_back(var);
       }
       r.versions.assign(r.in_vars.size(), 0);
@@ -467,13 +484,15 @@ class ExecutorImpl final : public Executor {
         r.req.push_back(req);
       }
       // In-place identity ops (Reshape, Flatten, ...) have nothing to compute.
-      if (const auto& fid = n.op->attr<FInplaceIdentity>(); fid && n.num_outputs() == 1 && !r.in.empty()) {
+      if (const auto& fid = n.op->attr<FInplaceIdentity>();
+          fid && n.num_outputs() == 1 && !r.in.empty()) {
         const auto& opts = n.op->attr<FInplaceOption>();
         const std::vector<bool> ident = fid(*n.op_attrs);
         if (opts) {
           const auto pairs = opts(*n.op_attrs);
           for (size_t k = 0; k < pairs.size() && k < ident.size(); ++k) {
-            if (ident[k] && pairs[k].second == 0 && r.in[pairs[k].first].data == r.out[0].data) r.identity = true;
+            if (ident[k] && pairs[k].second == 0 && r.in[pairs[k].first].data == r.out[0].data)
+              r.identity = true;
           }
         }
       }
@@ -494,13 +513,16 @@ class ExecutorImpl final : public Executor {
       }
       if (r.stateful) {
         const auto& create = n.op->attr<FCreateOpState>();
-        WEFT_CHECK_AS(InternalError, static_cast<bool>(create)) << "op " << n.op->name() << ": no FCreateOpState";
+        WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
+            << "op " << n.op->name() << ": no FCreateOpState";
         r.state = create(*n.op_attrs, options_.device, in_shapes, in_types);
       }
       // A variable both read and written counts as a write; drop duplicates for the engine.
       std::sort(r.writes.begin(), r.writes.end());
       r.writes.erase(std::unique(r.writes.begin(), r.writes.end()), r.writes.end());
-      std::erase_if(r.reads, [&](VarHandle v) { return std::binary_search(r.writes.begin(), r.writes.end(), v); });
+      std::erase_if(r.reads, [&](VarHandle v) {
+        return std::binary_search(r.writes.begin(), r.writes.end(), v);
+      });
       std::sort(r.reads.begin(), r.reads.end());
       r.reads.erase(std::unique(r.reads.begin(), r.reads.end()), r.reads.end());
       if (nid < num_forward_nodes_) ++num_forward_runs_;
@@ -511,8 +533,8 @@ class ExecutorImpl final : public Executor {
   void push(NodeRun& r, bool is_train) {
     NodeRun* rp = &r;
     Engine* engine = &engine_;
-    engine_.push_sync([rp, is_train, engine](const RunContext&) { rp->run(is_train, *engine); }, options_.device,
-                      r.reads, r.writes, FnProperty::kNormal, 0, r.name);
+    engine_.push_sync([rp, is_train, engine](const RunContext&) { rp->run(is_train, *engine); },
+                      options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
   }
 
   // Throws when the runtime this executor was bound under is gone (Note [Executor lifetime]).
@@ -524,7 +546,7 @@ class ExecutorImpl final : public Executor {
 
   std::shared_ptr<const Graph> forward_graph_;
   BindOptions options_;
-  Engine& engine_;          // the engine of the runtime bound under
+  Engine& engine_;           // the engine of the runtime bound under
   uint64_t generation_ = 0;  // that runtime's generation
   std::map<std::string, NDArray, std::less<>> user_arrays_;
   Graph exec_;
@@ -551,7 +573,8 @@ class ExecutorImpl final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> Executor::bind(std::shared_ptr<const Graph> graph, const BindOptions& options,
+std::unique_ptr<Executor> Executor::bind(std::shared_ptr<const Graph> graph,
+                                         const BindOptions& options,
                                          std::map<std::string, NDArray, std::less<>> args,
                                          std::map<std::string, NDArray, std::less<>> aux) {
   WEFT_CHECK(graph != nullptr) << "bind: no graph";

@@ -52,7 +52,8 @@ class Executor {
   /// must agree with inference); missing arguments and auxiliary states are allocated (zeros) —
   /// fill them through arg()/aux(). Loss heads' label inputs are allocated as zeros.
   /// Throws ShapeError/ValueError naming the node or variable at fault.
-  static std::unique_ptr<Executor> bind(std::shared_ptr<const Graph> graph, const BindOptions& options,
+  static std::unique_ptr<Executor> bind(std::shared_ptr<const Graph> graph,
+                                        const BindOptions& options,
                                         std::map<std::string, NDArray, std::less<>> args = {},
                                         std::map<std::string, NDArray, std::less<>> aux = {});
   virtual ~Executor() = default;

@@ -45,7 +45,8 @@ Graph fuse_for_inference(const Graph& in, FuseStats* stats) {
     const Node& conv = in.nodes[src.node];
     if (!conv.op || conv.op->name() != "Convolution" || src.index != 0) continue;
     if (refs[in.entry_id(src)] != 1 || is_head[in.entry_id(src)]) continue;
-    if (attr_or(bn, "axis", "1") != "1" || parse_bool(attr_or(bn, "output_mean_var", "False"))) continue;
+    if (attr_or(bn, "axis", "1") != "1" || parse_bool(attr_or(bn, "output_mean_var", "False")))
+      continue;
     if (refs[in.entry_id(nid, 1)] != 0 || refs[in.entry_id(nid, 2)] != 0) continue;
     const std::string layout = attr_or(conv, "layout", "None");
     if (layout != "None" && layout != "NCHW" && layout != "NCW" && layout != "NCDHW") continue;
@@ -101,7 +102,8 @@ Graph fuse_for_inference(const Graph& in, FuseStats* stats) {
     for (NodeEntry& e : copy.inputs) e = mapped(e);
     for (uint32_t& c : copy.control_deps) c = remap[c].at(0).node;
     const uint32_t id = out.add_node(std::move(copy));
-    for (int o = 0; o < n.num_outputs(); ++o) remap[nid].push_back(NodeEntry{id, static_cast<uint32_t>(o), 0});
+    for (int o = 0; o < n.num_outputs(); ++o)
+      remap[nid].push_back(NodeEntry{id, static_cast<uint32_t>(o), 0});
   }
   for (const NodeEntry& h : in.heads) out.heads.push_back(mapped(h));
   out.reindex();

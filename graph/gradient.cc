@@ -10,14 +10,19 @@ namespace {
 
 class GraphGradBuilder final : public GradBuilder {
  public:
-  GraphGradBuilder(Graph& g, std::vector<NodeEntry>& table, uint32_t fwd_nid, std::vector<GradEntry> out_grads,
-                   int& counter)
-      : g_(g), table_(table), fwd_nid_(fwd_nid), out_grads_(std::move(out_grads)), counter_(counter) {}
+  GraphGradBuilder(Graph& g, std::vector<NodeEntry>& table, uint32_t fwd_nid,
+                   std::vector<GradEntry> out_grads, int& counter)
+      : g_(g),
+        table_(table),
+        fwd_nid_(fwd_nid),
+        out_grads_(std::move(out_grads)),
+        counter_(counter) {}
 
   const OpAttrs& attrs() const override { return *g_.nodes[fwd_nid_].op_attrs; }
   GradEntry input(int i) override { return add(g_.nodes[fwd_nid_].inputs.at(i)); }
   GradEntry output(int i) override {
-    WEFT_CHECK(i >= 0 && i < g_.nodes[fwd_nid_].num_outputs()) << "gradient: output " << i << " out of range";
+    WEFT_CHECK(i >= 0 && i < g_.nodes[fwd_nid_].num_outputs())
+        << "gradient: output " << i << " out of range";
     return add(NodeEntry{fwd_nid_, static_cast<uint32_t>(i), 0});
   }
   GradEntry out_grad(int i) override {
@@ -28,7 +33,8 @@ class GraphGradBuilder final : public GradBuilder {
     }
     return e;
   }
-  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs) override {
+  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs,
+                              AttrMap attrs) override {
     const Op& o = get_op(op);
     Node n;
     n.op = &o;
@@ -36,7 +42,8 @@ class GraphGradBuilder final : public GradBuilder {
     n.op_attrs = std::make_shared<const OpAttrs>(o.make_attrs(n.attrs, name_for(o)));
     return append(std::move(n), inputs);
   }
-  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op, std::vector<GradEntry> inputs) override {
+  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op,
+                                                 std::vector<GradEntry> inputs) override {
     const Op& o = get_op(op);
     Node n;
     n.op = &o;
@@ -49,18 +56,20 @@ class GraphGradBuilder final : public GradBuilder {
 
  private:
   std::string name_for(const Op& o) {
-    return g_.nodes[fwd_nid_].name + "_" + (o.name().starts_with("_") ? o.name().substr(1) : o.name()) +
-           std::to_string(counter_++);
+    return g_.nodes[fwd_nid_].name + "_" +
+           (o.name().starts_with("_") ? o.name().substr(1) : o.name()) + std::to_string(counter_++);
   }
   GradEntry add(NodeEntry e) {
     table_.push_back(e);
     return {static_cast<int32_t>(table_.size() - 1)};
   }
   std::vector<GradEntry> append(Node n, const std::vector<GradEntry>& inputs) {
-    if (n.name.empty()) n.name = n.op_attrs->node_name.empty() ? name_for(*n.op) : n.op_attrs->node_name;
+    if (n.name.empty())
+      n.name = n.op_attrs->node_name.empty() ? name_for(*n.op) : n.op_attrs->node_name;
     for (GradEntry e : inputs) {
       WEFT_CHECK_AS(InternalError, e.valid())
-          << "gradient of node '" << g_.nodes[fwd_nid_].name << "': op " << n.op->name() << " given an invalid entry";
+          << "gradient of node '" << g_.nodes[fwd_nid_].name << "': op " << n.op->name()
+          << " given an invalid entry";
       n.inputs.push_back(table_.at(e.id));
     }
     const int nout = n.op->num_outputs(*n.op_attrs);
@@ -80,7 +89,8 @@ class GraphGradBuilder final : public GradBuilder {
 }  // namespace
 
 GradientGraph build_gradient(const Graph& forward, const GradientOptions& options) {
-  WEFT_CHECK(forward.row_ptr().size() == forward.nodes.size() + 1) << "gradient: the graph is not indexed";
+  WEFT_CHECK(forward.row_ptr().size() == forward.nodes.size() + 1)
+      << "gradient: the graph is not indexed";
   WEFT_CHECK(!options.wrt.empty()) << "gradient: no variable to differentiate with respect to";
   GradientGraph out;
   out.graph = forward;
@@ -92,11 +102,13 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
   // Which forward nodes lie on a path from a wrt variable (their outputs depend on one).
   std::vector<bool> depends(nfwd, false);
   for (uint32_t v : options.wrt) {
-    WEFT_CHECK(v < nfwd && forward.nodes[v].is_variable()) << "gradient: node " << v << " is not a variable";
+    WEFT_CHECK(v < nfwd && forward.nodes[v].is_variable())
+        << "gradient: node " << v << " is not a variable";
     depends[v] = true;
   }
   for (uint32_t nid = 0; nid < nfwd; ++nid) {
-    for (const NodeEntry& e : forward.nodes[nid].inputs) depends[nid] = depends[nid] || depends[e.node];
+    for (const NodeEntry& e : forward.nodes[nid].inputs)
+      depends[nid] = depends[nid] || depends[e.node];
   }
 
   // Gradient contributions per forward entry; `table` maps GradEntry ids to graph entries.
@@ -135,7 +147,8 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
     v.name = "__head_grad_" + std::to_string(h) + "__";
     const uint32_t nid = g.add_node(std::move(v));
     out.head_grad_nodes.push_back(nid);
-    if (depends[forward.heads[h].node]) accumulate(forward.entry_id(forward.heads[h]), {nid, 0, 0}, g.nodes[nid].name);
+    if (depends[forward.heads[h].node])
+      accumulate(forward.entry_id(forward.heads[h]), {nid, 0, 0}, g.nodes[nid].name);
   }
 
   for (uint32_t nid = nfwd; nid-- > 0;) {
@@ -159,7 +172,8 @@ GradientGraph build_gradient(const Graph& forward, const GradientOptions& option
         << fwd.inputs.size() << " inputs";
     for (size_t i = 0; i < igrads.size(); ++i) {
       if (!igrads[i].valid() || !depends[fwd.inputs[i].node]) continue;
-      accumulate(forward.entry_id(fwd.inputs[i]), builder.entry(igrads[i]), forward.nodes[fwd.inputs[i].node].name);
+      accumulate(forward.entry_id(fwd.inputs[i]), builder.entry(igrads[i]),
+                 forward.nodes[fwd.inputs[i].node].name);
     }
   }
 

@@ -40,8 +40,8 @@ void Graph::parse_node(uint32_t nid) {
 uint32_t Graph::add_node(Node node) {
   const auto nid = static_cast<uint32_t>(nodes.size());
   for (const NodeEntry& e : node.inputs) {
-    WEFT_CHECK(e.node < nid) << "node " << nid << " ('" << node.name << "'): input refers to node " << e.node
-                             << ", which is not an earlier node";
+    WEFT_CHECK(e.node < nid) << "node " << nid << " ('" << node.name << "'): input refers to node "
+                             << e.node << ", which is not an earlier node";
   }
   nodes.push_back(std::move(node));
   if (nodes.back().op && !nodes.back().op_attrs) parse_node(nid);
@@ -59,18 +59,20 @@ void Graph::reindex() {
     if (n.op) {
       const int nin = n.op->num_inputs(*n.op_attrs);
       WEFT_CHECK(nin < 0 || static_cast<size_t>(nin) == n.inputs.size())
-          << node_label(*this, nid) << ": op '" << n.op->name() << "' takes " << nin << " inputs, the node has "
-          << n.inputs.size();
+          << node_label(*this, nid) << ": op '" << n.op->name() << "' takes " << nin
+          << " inputs, the node has " << n.inputs.size();
     } else {
-      WEFT_CHECK(n.inputs.empty()) << node_label(*this, nid) << ": a variable has no inputs, found "
-                                   << n.inputs.size();
+      WEFT_CHECK(n.inputs.empty())
+          << node_label(*this, nid) << ": a variable has no inputs, found " << n.inputs.size();
     }
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const NodeEntry& e = n.inputs[i];
-      WEFT_CHECK(e.node < nid) << node_label(*this, nid) << ": input " << i << " refers to node " << e.node
-                               << (e.node >= nodes.size() ? " (out of range)"
-                                                          : " (not earlier: the graph has a cycle or is not in "
-                                                            "topological order)");
+      WEFT_CHECK(e.node < nid) << node_label(*this, nid) << ": input " << i << " refers to node "
+                               << e.node
+                               << (e.node >= nodes.size()
+                                       ? " (out of range)"
+                                       : " (not earlier: the graph has a cycle or is not in "
+                                         "topological order)");
       const int src_out = nodes[e.node].num_outputs();
       WEFT_CHECK(static_cast<int>(e.index) < src_out)
           << node_label(*this, nid) << ": input " << i << " uses output " << e.index << " of "
@@ -83,10 +85,11 @@ void Graph::reindex() {
   }
   for (size_t h = 0; h < heads.size(); ++h) {
     const NodeEntry& e = heads[h];
-    WEFT_CHECK(e.node < nodes.size()) << "head " << h << " refers to node " << e.node << " of " << nodes.size();
+    WEFT_CHECK(e.node < nodes.size())
+        << "head " << h << " refers to node " << e.node << " of " << nodes.size();
     WEFT_CHECK(static_cast<int>(e.index) < nodes[e.node].num_outputs())
-        << "head " << h << " uses output " << e.index << " of " << node_label(*this, e.node) << ", which has "
-        << nodes[e.node].num_outputs() << " outputs";
+        << "head " << h << " uses output " << e.index << " of " << node_label(*this, e.node)
+        << ", which has " << nodes[e.node].num_outputs() << " outputs";
   }
 }
 
@@ -111,7 +114,8 @@ std::vector<uint32_t> Graph::aux_nodes() const {
     const auto& mutate = n.op->attr<FMutateInputs>();
     if (!mutate) continue;
     for (int i : mutate(*n.op_attrs)) {
-      if (i >= 0 && static_cast<size_t>(i) < n.inputs.size() && nodes[n.inputs[i].node].is_variable()) {
+      if (i >= 0 && static_cast<size_t>(i) < n.inputs.size() &&
+          nodes[n.inputs[i].node].is_variable()) {
         aux[n.inputs[i].node] = true;
       }
     }
@@ -188,12 +192,14 @@ int Graph::mxnet_version() const {
   }
 }
 
-std::string dump(const Graph& g, const std::vector<Shape>* shapes, const std::vector<DType>* dtypes) {
+std::string dump(const Graph& g, const std::vector<Shape>* shapes,
+                 const std::vector<DType>* dtypes) {
   std::ostringstream os;
   auto entry_text = [&](uint32_t eid) {
     std::string s;
     if (shapes && eid < shapes->size()) s += (*shapes)[eid].to_string();
-    if (dtypes && eid < dtypes->size()) s += std::string(s.empty() ? "" : " ") + dtype_name((*dtypes)[eid]);
+    if (dtypes && eid < dtypes->size())
+      s += std::string(s.empty() ? "" : " ") + dtype_name((*dtypes)[eid]);
     return s;
   };
   for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {

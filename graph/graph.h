@@ -20,7 +20,9 @@ struct NodeEntry {
   uint32_t node = 0;
   uint32_t index = 0;
   uint32_t version = 0;
-  friend bool operator==(const NodeEntry& a, const NodeEntry& b) { return a.node == b.node && a.index == b.index; }
+  friend bool operator==(const NodeEntry& a, const NodeEntry& b) {
+    return a.node == b.node && a.index == b.index;
+  }
 };
 
 /// A node: a variable when `op` is null, otherwise an application of `op`.

@@ -12,17 +12,18 @@ namespace weft::graph {
 
 /// How a loaded file was written.
 struct JsonInfo {
-  std::string layout;        ///< "legacy (param/attr)", "attr" or "attrs"
-  int mxnet_version = 800;   ///< attrs.mxnet_version, 800 (0.8.0) when absent
-  bool upgraded = false;     ///< legacy upgrades changed the graph (aux variables added, keys renamed)
-  int added_variables = 0;   ///< variables created by the 0.8 -> 0.9 upgrade
+  std::string layout;       ///< "legacy (param/attr)", "attr" or "attrs"
+  int mxnet_version = 800;  ///< attrs.mxnet_version, 800 (0.8.0) when absent
+  bool upgraded = false;  ///< legacy upgrades changed the graph (aux variables added, keys renamed)
+  int added_variables = 0;  ///< variables created by the 0.8 -> 0.9 upgrade
 };
 
 /// Parses MXNet symbol JSON. Applies the legacy upgrades, resolves op aliases, parses every op's
 /// attributes and validates the structure. `source` names the input in messages (a file name).
 /// Throws ValueError naming the node (name and index) and what is wrong: malformed JSON (with
 /// line and column), a missing field, a dangling input, a cycle, an unknown op, a bad attribute.
-Graph load_json(std::string_view text, JsonInfo* info = nullptr, std::string_view source = "<json>");
+Graph load_json(std::string_view text, JsonInfo* info = nullptr,
+                std::string_view source = "<json>");
 /// Reads and parses a file (ValueError naming the path when it cannot be read).
 Graph load_json_file(const std::filesystem::path& path, JsonInfo* info = nullptr);
 

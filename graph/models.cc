@@ -18,34 +18,38 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr double kResNetBnEps = 2e-5;
 
-Symbol conv_bn(const Symbol& data, const std::string& name, const std::string& bn_name, int64_t num_filter,
-               const Shape& kernel, const Shape& stride, const Shape& pad) {
+Symbol conv_bn(const Symbol& data, const std::string& name, const std::string& bn_name,
+               int64_t num_filter, const Shape& kernel, const Shape& stride, const Shape& pad) {
   Symbol conv = Convolution(data, name, num_filter, kernel, stride, pad, /*no_bias=*/true);
   return BatchNorm(conv, bn_name, /*fix_gamma=*/false, kResNetBnEps);
 }
 
 /// Two 3×3 convolutions; `num_filter` outputs.
-Symbol basic_unit(const Symbol& data, const std::string& name, int64_t num_filter, int64_t stride, bool dim_match) {
-  Symbol x = conv_bn(data, name + "_conv1", name + "_bn1", num_filter, {3, 3}, {stride, stride}, {1, 1});
+Symbol basic_unit(const Symbol& data, const std::string& name, int64_t num_filter, int64_t stride,
+                  bool dim_match) {
+  Symbol x =
+      conv_bn(data, name + "_conv1", name + "_bn1", num_filter, {3, 3}, {stride, stride}, {1, 1});
   x = Activation(x, name + "_relu1", "relu");
   x = conv_bn(x, name + "_conv2", name + "_bn2", num_filter, {3, 3}, {1, 1}, {1, 1});
-  Symbol shortcut =
-      dim_match ? data : conv_bn(data, name + "_sc", name + "_sc_bn", num_filter, {1, 1}, {stride, stride}, {0, 0});
+  Symbol shortcut = dim_match ? data
+                              : conv_bn(data, name + "_sc", name + "_sc_bn", num_filter, {1, 1},
+                                        {stride, stride}, {0, 0});
   return Activation(elemwise_add(x, shortcut, name + "_plus"), name + "_relu", "relu");
 }
 
 /// 1×1 (with the stride, as in the original v1) → 3×3 → 1×1 with 4× the width; `num_filter`
 /// outputs.
-Symbol bottleneck_unit(const Symbol& data, const std::string& name, int64_t num_filter, int64_t stride,
-                       bool dim_match) {
+Symbol bottleneck_unit(const Symbol& data, const std::string& name, int64_t num_filter,
+                       int64_t stride, bool dim_match) {
   const int64_t mid = num_filter / 4;
   Symbol x = conv_bn(data, name + "_conv1", name + "_bn1", mid, {1, 1}, {stride, stride}, {0, 0});
   x = Activation(x, name + "_relu1", "relu");
   x = conv_bn(x, name + "_conv2", name + "_bn2", mid, {3, 3}, {1, 1}, {1, 1});
   x = Activation(x, name + "_relu2", "relu");
   x = conv_bn(x, name + "_conv3", name + "_bn3", num_filter, {1, 1}, {1, 1}, {0, 0});
-  Symbol shortcut =
-      dim_match ? data : conv_bn(data, name + "_sc", name + "_sc_bn", num_filter, {1, 1}, {stride, stride}, {0, 0});
+  Symbol shortcut = dim_match ? data
+                              : conv_bn(data, name + "_sc", name + "_sc_bn", num_filter, {1, 1},
+                                        {stride, stride}, {0, 0});
   return Activation(elemwise_add(x, shortcut, name + "_plus"), name + "_relu", "relu");
 }
 
@@ -56,27 +60,30 @@ constexpr double kMobileNetBnEps = 1e-5;
 /// The reference implementation's channel rounding: to the nearest multiple of `divisor`, at
 /// least `divisor`, and never more than 10% below `v`.
 int64_t make_divisible(double v, int64_t divisor = 8) {
-  int64_t rounded = std::max<int64_t>(divisor, static_cast<int64_t>(v + divisor / 2.0) / divisor * divisor);
+  int64_t rounded =
+      std::max<int64_t>(divisor, static_cast<int64_t>(v + divisor / 2.0) / divisor * divisor);
   if (static_cast<double>(rounded) < 0.9 * v) rounded += divisor;
   return rounded;
 }
 
 Symbol relu6(const Symbol& data, const std::string& name) { return clip(data, name, 0, 6); }
 
-Symbol mobile_conv_bn(const Symbol& data, const std::string& name, int64_t num_filter, int64_t kernel, int64_t stride,
-                      int64_t num_group) {
+Symbol mobile_conv_bn(const Symbol& data, const std::string& name, int64_t num_filter,
+                      int64_t kernel, int64_t stride, int64_t num_group) {
   const int64_t pad = (kernel - 1) / 2;
   Symbol conv = Convolution(data, name, num_filter, {kernel, kernel}, {stride, stride}, {pad, pad},
                             /*no_bias=*/true, num_group);
   return BatchNorm(conv, name + "_bn", /*fix_gamma=*/false, kMobileNetBnEps);
 }
 
-Symbol inverted_residual(const Symbol& data, const std::string& name, int64_t in_channels, int64_t out_channels,
-                         int64_t stride, int64_t expand) {
+Symbol inverted_residual(const Symbol& data, const std::string& name, int64_t in_channels,
+                         int64_t out_channels, int64_t stride, int64_t expand) {
   const int64_t hidden = in_channels * expand;
   Symbol x = data;
-  if (expand != 1) x = relu6(mobile_conv_bn(x, name + "_expand", hidden, 1, 1, 1), name + "_expand_relu6");
-  x = relu6(mobile_conv_bn(x, name + "_dw", hidden, 3, stride, /*num_group=*/hidden), name + "_dw_relu6");
+  if (expand != 1)
+    x = relu6(mobile_conv_bn(x, name + "_expand", hidden, 1, 1, 1), name + "_expand_relu6");
+  x = relu6(mobile_conv_bn(x, name + "_dw", hidden, 3, stride, /*num_group=*/hidden),
+            name + "_dw_relu6");
   x = mobile_conv_bn(x, name + "_project", out_channels, 1, 1, 1);
   if (stride == 1 && in_channels == out_channels) x = elemwise_add(x, data, name + "_add");
   return x;
@@ -148,7 +155,8 @@ Symbol resnet(int depth, int num_classes) {
       const int64_t stride = (unit == 0 && stage > 0) ? 2 : 1;
       const bool dim_match = stride == 1 && channels == out;
       const std::string name = "stage" + str(stage + 1) + "_unit" + str(unit + 1);
-      x = bottleneck ? bottleneck_unit(x, name, out, stride, dim_match) : basic_unit(x, name, out, stride, dim_match);
+      x = bottleneck ? bottleneck_unit(x, name, out, stride, dim_match)
+                     : basic_unit(x, name, out, stride, dim_match);
       channels = out;
     }
   }
@@ -167,7 +175,8 @@ Symbol mobilenet_v2(int num_classes, float multiplier) {
     int64_t t, c, n, s;
   };
   const Stage stages[] = {
-      {1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2}, {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1},
+      {1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2},  {6, 64, 4, 2},
+      {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1},
   };
   const double m = multiplier;
   int64_t channels = make_divisible(32 * m);
@@ -214,8 +223,8 @@ Symbol lstm_lm(int vocab, int embed, int hidden, int seq_len, int layers, bool f
     std::vector<Symbol> c, h;
     for (int l = 0; l < layers; ++l) {
       const std::string p = "l" + str(l);
-      params.push_back({Variable(p + "_i2h_weight"), Variable(p + "_i2h_bias"), Variable(p + "_h2h_weight"),
-                        Variable(p + "_h2h_bias")});
+      params.push_back({Variable(p + "_i2h_weight"), Variable(p + "_i2h_bias"),
+                        Variable(p + "_h2h_weight"), Variable(p + "_h2h_bias")});
       c.push_back(Variable(p + "_init_c"));
       h.push_back(Variable(p + "_init_h"));
     }
@@ -226,8 +235,10 @@ Symbol lstm_lm(int vocab, int embed, int hidden, int seq_len, int layers, bool f
       for (int l = 0; l < layers; ++l) {
         const std::string n = "t" + str(t) + "_l" + str(l);
         const LstmLayer& w = params[l];
-        Symbol i2h = FullyConnected(x, n + "_i2h", 4 * hidden, false, true, w.i2h_weight, w.i2h_bias);
-        Symbol h2h = FullyConnected(h[l], n + "_h2h", 4 * hidden, false, true, w.h2h_weight, w.h2h_bias);
+        Symbol i2h =
+            FullyConnected(x, n + "_i2h", 4 * hidden, false, true, w.i2h_weight, w.i2h_bias);
+        Symbol h2h =
+            FullyConnected(h[l], n + "_h2h", 4 * hidden, false, true, w.h2h_weight, w.h2h_bias);
         Symbol gates = SliceChannel(elemwise_add(i2h, h2h, n + "_gates"), n + "_slice", 4);
         // Gate order [i, f, g, o], the fused RNN op's.
         Symbol in_gate = Activation(gates[0], n + "_in_gate", "sigmoid");
@@ -285,13 +296,16 @@ Symbol build(std::string_view name) {
   if (name == "resnet18") return resnet(18);
   if (name == "resnet50") return resnet(50);
   if (name == "mobilenetv2") return mobilenet_v2();
-  if (name == "lstm_lm") return lstm_lm(P::kVocab, P::kEmbed, P::kHidden, P::kSeqLen, P::kLayers, false);
-  if (name == "lstm_lm_fused") return lstm_lm(P::kVocab, P::kEmbed, P::kHidden, P::kSeqLen, P::kLayers, true);
+  if (name == "lstm_lm")
+    return lstm_lm(P::kVocab, P::kEmbed, P::kHidden, P::kSeqLen, P::kLayers, false);
+  if (name == "lstm_lm_fused")
+    return lstm_lm(P::kVocab, P::kEmbed, P::kHidden, P::kSeqLen, P::kLayers, true);
   unknown_model(name);
 }
 
 InferInputs default_inputs(std::string_view name, int64_t batch) {
-  WEFT_CHECK(batch >= 1) << "default_inputs('" << name << "'): batch must be at least 1, got " << batch;
+  WEFT_CHECK(batch >= 1) << "default_inputs('" << name << "'): batch must be at least 1, got "
+                         << batch;
   using P = PtbSmall;
   if (name == "lstm_lm" || name == "lstm_lm_fused") {
     return lstm_lm_inputs(batch, P::kHidden, P::kSeqLen, P::kLayers, name == "lstm_lm_fused");

@@ -45,7 +45,8 @@ Symbol lstm_lm(int vocab, int embed, int hidden, int seq_len, int layers = 2, bo
 
 /// Shapes of lstm_lm's inputs for a batch: data and softmax_label (batch, seq_len) and the
 /// initial states.
-InferInputs lstm_lm_inputs(int64_t batch, int hidden, int seq_len, int layers = 2, bool fused = false);
+InferInputs lstm_lm_inputs(int64_t batch, int hidden, int seq_len, int layers = 2,
+                           bool fused = false);
 
 /// The bundled models by name: "mlp", "resnet18", "resnet50", "mobilenetv2", "lstm_lm",
 /// "lstm_lm_fused" (the LSTM models in the PTB "small" configuration: vocabulary 10000,

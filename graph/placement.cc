@@ -8,7 +8,8 @@
 namespace weft::graph {
 
 Placement place_devices(const Graph& in, const PlacementOptions& options) {
-  WEFT_CHECK(in.row_ptr().size() == in.nodes.size() + 1) << "place_devices: the graph is not indexed";
+  WEFT_CHECK(in.row_ptr().size() == in.nodes.size() + 1)
+      << "place_devices: the graph is not indexed";
   Placement out;
   Graph& g = out.graph;
   g.attrs = in.attrs;
@@ -32,9 +33,9 @@ Placement place_devices(const Graph& in, const PlacementOptions& options) {
           break;
         }
       }
-      WEFT_CHECK_AS(NotImplemented, found) << "place_devices: node " << nid << " ('" << n.name << "'): op "
-                                           << n.op->name() << " has no kernel on " << to_string(options.target)
-                                           << " nor on any fallback device";
+      WEFT_CHECK_AS(NotImplemented, found)
+          << "place_devices: node " << nid << " ('" << n.name << "'): op " << n.op->name()
+          << " has no kernel on " << to_string(options.target) << " nor on any fallback device";
       ++out.fallback_nodes;
     }
     Node copy = n;

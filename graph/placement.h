@@ -18,10 +18,11 @@ struct PlacementOptions {
 };
 
 struct Placement {
-  Graph graph;                   ///< the input graph with copy nodes (op `_copy`, attribute `__copy_to__` = destination device) inserted
+  Graph graph;  ///< the input graph with copy nodes (op `_copy`, attribute `__copy_to__` =
+                ///< destination device) inserted
   std::vector<Device> node_device;  ///< per node of `graph`
-  int fallback_nodes = 0;        ///< op nodes that could not run on the target
-  int copy_nodes = 0;            ///< copies inserted
+  int fallback_nodes = 0;           ///< op nodes that could not run on the target
+  int copy_nodes = 0;               ///< copies inserted
 };
 
 /// Places `graph`. Throws NotImplemented naming the node and op when no device can run it.

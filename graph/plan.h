@@ -32,7 +32,9 @@ struct BufferPlan {
   size_t arena_bytes = 0;       ///< the arena size the offsets need
   size_t lower_bound = 0;       ///< peak over steps of the live bytes (in-place pairs count once)
   size_t no_reuse = 0;          ///< sum of all buffer sizes (aligned)
-  double ratio() const { return lower_bound ? static_cast<double>(arena_bytes) / lower_bound : 1.0; }
+  double ratio() const {
+    return lower_bound ? static_cast<double>(arena_bytes) / lower_bound : 1.0;
+  }
 };
 
 struct PlanOptions {
@@ -46,11 +48,13 @@ BufferPlan plan_buffers(const std::vector<PlanBuffer>& buffers, const PlanOption
 /// A baseline like MXNet's graph allocator: buffers share whole storage blocks (a freed block is
 /// reused by a later request of a similar size, growing the block when needed); the arena is the
 /// sum of the blocks. Reported next to weft's plan in the planner benchmark.
-BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers, const PlanOptions& options = {});
+BufferPlan plan_buffers_block_sharing(const std::vector<PlanBuffer>& buffers,
+                                      const PlanOptions& options = {});
 
 /// Checks a plan: every offset aligned, every buffer inside the arena, and no two buffers whose
 /// lifetimes overlap share a byte (except in-place pairs). Throws InternalError naming both.
-void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan, const PlanOptions& options = {});
+void check_buffer_plan(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan,
+                       const PlanOptions& options = {});
 
 // ---- graphs ------------------------------------------------------------------------------------
 
@@ -85,7 +89,8 @@ struct GraphPlanOptions {
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the
 /// executor runs). Every op node's outputs are written at its step; an entry lives until its last
 /// reader's step. Requires complete inference (ShapeError otherwise).
-MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred, const GraphPlanOptions& options = {});
+MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
+                       const GraphPlanOptions& options = {});
 
 /// A readable listing of the plan (one line per buffer: node, output, bytes, offset, lifetime)
 /// ending with `plan arena=<bytes> lower_bound=<bytes> no_reuse=<bytes> ratio=<r>`.

@@ -32,8 +32,8 @@ namespace {
 //    when the arena is not larger and the bytes above the bound are not more, else restore.
 //    Unlike re-running the greedy, this leaves the rest of the layout alone.
 //
-// The work is counted in blocks visited and rounds, not time, and bounded per phase, so the result is
-// deterministic and planning time stays bounded on large graphs. They stop once the arena is
+// The work is counted in blocks visited and rounds, not time, and bounded per phase, so the result
+// is deterministic and planning time stays bounded on large graphs. They stop once the arena is
 // within 0.05% of the bound. Some layouts stay out of reach:
 // the unrolled char-LSTM's inference graph needs its large gate blocks to shift position from one
 // time step to the next to fit the lower bound (a constraint solver finds such layouts), which no
@@ -65,8 +65,9 @@ class Placer {
     std::sort(his.begin(), his.end());
     double pairs = 0;
     for (size_t k = 0; k < n_; ++k) {
-      pairs += static_cast<double>(std::upper_bound(los.begin(), los.end(), b.hi[k]) - los.begin()) -
-               static_cast<double>(std::lower_bound(his.begin(), his.end(), b.lo[k]) - his.begin());
+      pairs +=
+          static_cast<double>(std::upper_bound(los.begin(), los.end(), b.hi[k]) - los.begin()) -
+          static_cast<double>(std::lower_bound(his.begin(), his.end(), b.lo[k]) - his.begin());
     }
     indexed_ = pairs * 8 < static_cast<double>(n_) * static_cast<double>(n_) / 2;
     if (indexed_) build_index();
@@ -92,12 +93,14 @@ class Placer {
     if (indexed_) {
       conflicts_.clear();
       for_overlapping(b_.lo[k], b_.hi[k], [&](int32_t j) {
-        if (placed_[j] && b_.size[j] > 0) conflicts_.push_back({offsets_[j], offsets_[j] + b_.size[j], 0, 0, j});
+        if (placed_[j] && b_.size[j] > 0)
+          conflicts_.push_back({offsets_[j], offsets_[j] + b_.size[j], 0, 0, j});
       });
       std::sort(conflicts_.begin(), conflicts_.end(),
                 [](const Entry& a, const Entry& c) { return a.offset < c.offset; });
       work_ += conflicts_.size();
-      return choose(conflicts_.begin(), conflicts_.end(), size, fit, [](const Entry&) { return true; });
+      return choose(conflicts_.begin(), conflicts_.end(), size, fit,
+                    [](const Entry&) { return true; });
     }
     const uint32_t lo = b_.lo[k], hi = b_.hi[k];
     work_ += by_offset_.size();
@@ -110,14 +113,16 @@ class Placer {
     placed_[k] = 1;
     if (!indexed_ && b_.size[k] > 0) {
       const Entry e{offset, offset + b_.size[k], b_.lo[k], b_.hi[k], k};
-      by_offset_.insert(std::upper_bound(by_offset_.begin(), by_offset_.end(), e, by_offset_less), e);
+      by_offset_.insert(std::upper_bound(by_offset_.begin(), by_offset_.end(), e, by_offset_less),
+                        e);
     }
   }
 
   void remove(int32_t k) {
     placed_[k] = 0;
     if (!indexed_ && b_.size[k] > 0) {
-      auto it = std::lower_bound(by_offset_.begin(), by_offset_.end(), Entry{offsets_[k], 0, 0, 0, 0}, by_offset_less);
+      auto it = std::lower_bound(by_offset_.begin(), by_offset_.end(),
+                                 Entry{offsets_[k], 0, 0, 0, 0}, by_offset_less);
       while (it->id != k) ++it;
       by_offset_.erase(it);
     }
@@ -151,7 +156,8 @@ class Placer {
       work_ += node_begin_[node + 1] - node_begin_[node] + 1;
     }
     // ...and those written after `lo`, up to `hi`.
-    for (uint32_t i = start_pos_[lo + 1]; i < start_pos_[std::min<size_t>(hi, b_.num_steps - 1) + 1]; ++i) {
+    for (uint32_t i = start_pos_[lo + 1];
+         i < start_pos_[std::min<size_t>(hi, b_.num_steps - 1) + 1]; ++i) {
       visit(by_start_[i]);
     }
     work_ += start_pos_[std::min<size_t>(hi, b_.num_steps - 1) + 1] - start_pos_[lo + 1];
@@ -211,7 +217,8 @@ class Placer {
     }
     by_start_.resize(n_);
     std::iota(by_start_.begin(), by_start_.end(), 0);
-    std::stable_sort(by_start_.begin(), by_start_.end(), [&](int32_t a, int32_t c) { return b_.lo[a] < b_.lo[c]; });
+    std::stable_sort(by_start_.begin(), by_start_.end(),
+                     [&](int32_t a, int32_t c) { return b_.lo[a] < b_.lo[c]; });
     // start_pos_[t]: the first position in by_start_ of a block written at step t or later.
     start_pos_.assign(steps + 1, 0);
     for (size_t t = 0, i = 0; t <= steps; ++t) {
@@ -367,7 +374,8 @@ size_t assign_offsets(const Blocks& b, std::vector<size_t>& offsets) {
     size_t over = sticking_out(offsets, nullptr);
     std::vector<int32_t> position(n), trial, top;
     const uint64_t budget = placer.work() + static_cast<uint64_t>(kReorderBudget);
-    for (int round = 0; round < kReorderRounds && arena > good_enough && placer.work() < budget; ++round) {
+    for (int round = 0; round < kReorderRounds && arena > good_enough && placer.work() < budget;
+         ++round) {
       top.clear();
       sticking_out(offsets, &top);
       for (size_t i = 0; i < n; ++i) position[best_order[i]] = static_cast<int32_t>(i);
@@ -397,7 +405,8 @@ size_t assign_offsets(const Blocks& b, std::vector<size_t>& offsets) {
   const uint64_t budget = placer.work() + static_cast<uint64_t>(kNeighbourhoodBudget);
   std::vector<int32_t> stuck, hood, order;
   std::vector<size_t> old_offsets;
-  for (int round = 0; round < kNeighbourhoodRounds && arena > good_enough && placer.work() < budget; ++round) {
+  for (int round = 0; round < kNeighbourhoodRounds && arena > good_enough && placer.work() < budget;
+       ++round) {
     stuck.clear();
     sticking_out(placer.offsets(), &stuck);
     placer.add_work(2 * n);  // this scan and the arena's below
@@ -412,7 +421,8 @@ size_t assign_offsets(const Blocks& b, std::vector<size_t>& offsets) {
       if (b.size[j] > 0 && j != pick) hood.push_back(j);
     });
     if (hood.size() + 1 > kNeighbourhoodCap) {  // a random subset
-      for (size_t i = 0; i + 1 < kNeighbourhoodCap; ++i) std::swap(hood[i], hood[i + rng() % (hood.size() - i)]);
+      for (size_t i = 0; i + 1 < kNeighbourhoodCap; ++i)
+        std::swap(hood[i], hood[i + rng() % (hood.size() - i)]);
       hood.resize(kNeighbourhoodCap - 1);
     }
     hood.push_back(pick);
@@ -428,14 +438,17 @@ size_t assign_offsets(const Blocks& b, std::vector<size_t>& offsets) {
     order = hood;
     switch (rng() % 4) {
       case 0:
-        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return b.size[x] > b.size[y]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t x, int32_t y) { return b.size[x] > b.size[y]; });
         break;
       case 1:
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t x, int32_t y) { return b.hi[x] - b.lo[x] > b.hi[y] - b.lo[y]; });
+        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+          return b.hi[x] - b.lo[x] > b.hi[y] - b.lo[y];
+        });
         break;
       case 2:
-        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return b.lo[x] < b.lo[y]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t x, int32_t y) { return b.lo[x] < b.lo[y]; });
         break;
       default:  // random (Fisher-Yates on the seeded generator: the same on every platform)
         for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
@@ -449,7 +462,8 @@ size_t assign_offsets(const Blocks& b, std::vector<size_t>& offsets) {
       new_excess += above(off, b.size[k], bound);
     }
     size_t new_arena = 0;
-    for (size_t k = 0; k < n; ++k) new_arena = std::max(new_arena, placer.offset(static_cast<int32_t>(k)) + b.size[k]);
+    for (size_t k = 0; k < n; ++k)
+      new_arena = std::max(new_arena, placer.offset(static_cast<int32_t>(k)) + b.size[k]);
     placer.add_work(16 * hood.size());  // sorting and restoring the neighbourhood
     if (new_arena < arena || (new_arena == arena && new_excess <= excess)) {
       arena = new_arena;

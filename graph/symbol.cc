@@ -109,7 +109,8 @@ std::vector<const SymNode*> post_order(const std::vector<Symbol::Entry>& heads) 
   };
   std::vector<Frame> stack;
   auto child = [](const SymNode* n, size_t i) -> const SymNode* {
-    return i < n->inputs.size() ? n->inputs[i].node.get() : n->control_deps[i - n->inputs.size()].get();
+    return i < n->inputs.size() ? n->inputs[i].node.get()
+                                : n->control_deps[i - n->inputs.size()].get();
   };
   for (const Symbol::Entry& h : heads) {
     if (done.count(h.node.get())) continue;
@@ -149,7 +150,9 @@ Symbol::Entry make_variable_entry(std::string name, AttrMap attrs) {
 
 // ---- NameScope ---------------------------------------------------------------------------------
 
-NameScope::NameScope(std::string prefix) { name_stack().push_back(NameState{std::move(prefix), {}}); }
+NameScope::NameScope(std::string prefix) {
+  name_stack().push_back(NameState{std::move(prefix), {}});
+}
 
 NameScope::~NameScope() {
   // Never pops the thread's default context, even if scopes were destroyed out of order.
@@ -181,7 +184,8 @@ Symbol Symbol::variable(std::string name, const Shape& shape, DType dtype, AttrM
   return variable(std::move(name), std::move(attrs));
 }
 
-Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap attrs, std::string name) {
+Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap attrs,
+                  std::string name) {
   const Op& op = OpRegistry::global().get(op_name);
   name = NameScope::make_name(name, lower(op_name));
   const std::string where = "op '" + op.name() + "' (node '" + name + "')";
@@ -189,8 +193,8 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
   // Variadic ops (MXNet's key_var_num_args): the input count is the number of inputs given.
   if (attrs.find("num_args") == attrs.end()) {
     const auto& params = op.param_info_list();
-    const bool has_num_args =
-        std::any_of(params.begin(), params.end(), [](const ParamInfo& p) { return p.name == "num_args"; });
+    const bool has_num_args = std::any_of(params.begin(), params.end(),
+                                          [](const ParamInfo& p) { return p.name == "num_args"; });
     if (has_num_args) attrs["num_args"] = std::to_string(inputs.size());
   }
 
@@ -206,7 +210,8 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
     // Empty symbols past the op's inputs ask for nothing; real inputs there are an error.
     while (inputs.size() > static_cast<size_t>(nin) && inputs.back().empty()) inputs.pop_back();
     WEFT_CHECK(inputs.size() <= static_cast<size_t>(nin))
-        << where << ": takes " << nin << " inputs (" << join(arg_names) << "), got " << inputs.size();
+        << where << ": takes " << nin << " inputs (" << join(arg_names) << "), got "
+        << inputs.size();
   }
   const size_t total = nin >= 0 ? static_cast<size_t>(nin) : inputs.size();
   node->inputs.reserve(total);
@@ -214,12 +219,14 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
     const bool given = i < inputs.size() && !inputs[i].empty();
     if (given) {
       WEFT_CHECK(inputs[i].num_outputs() == 1)
-          << where << ": input " << i << (i < arg_names.size() ? " ('" + arg_names[i] + "')" : std::string()) << " has "
+          << where << ": input " << i
+          << (i < arg_names.size() ? " ('" + arg_names[i] + "')" : std::string()) << " has "
           << inputs[i].num_outputs() << " outputs; pick one with operator[]";
       node->inputs.push_back(inputs[i].outputs_[0]);
       continue;
     }
-    WEFT_CHECK(i < arg_names.size()) << where << ": input " << i << " is missing and has no name to create it by";
+    WEFT_CHECK(i < arg_names.size())
+        << where << ": input " << i << " is missing and has no name to create it by";
     // MXNet before 1.4 also copied the op's params onto the variables it created (OPS.md §1.4);
     // every reader has to ignore them, so they are not copied here.
     node->inputs.push_back(make_variable_entry(name + "_" + arg_names[i], {}));
@@ -230,7 +237,8 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
   // its files read like MXNet's. Wiring ignores versions.
   if (const auto& mutate = op.attr<FMutateInputs>()) {
     for (int i : mutate(*node->op_attrs)) {
-      if (i >= 0 && static_cast<size_t>(i) < node->inputs.size() && node->inputs[i].node->is_variable()) {
+      if (i >= 0 && static_cast<size_t>(i) < node->inputs.size() &&
+          node->inputs[i].node->is_variable()) {
         node->inputs[i].version = 1;
       }
     }
@@ -259,17 +267,20 @@ Symbol Symbol::from_graph(const Graph& graph) {
     s->op_name = n.op_name;
     s->attrs = n.attrs;
     s->op_attrs = n.op_attrs;
-    if (s->op && !s->op_attrs) s->op_attrs = std::make_shared<const OpAttrs>(s->op->make_attrs(n.attrs, n.name));
+    if (s->op && !s->op_attrs)
+      s->op_attrs = std::make_shared<const OpAttrs>(s->op->make_attrs(n.attrs, n.name));
     s->file_num_outputs = n.file_num_outputs;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const NodeEntry& e = n.inputs[i];
-      WEFT_CHECK(e.node < nid) << "Symbol::from_graph: node " << nid << " ('" << n.name << "') input " << i
-                               << " refers to node " << e.node << ", which is not an earlier node";
+      WEFT_CHECK(e.node < nid) << "Symbol::from_graph: node " << nid << " ('" << n.name
+                               << "') input " << i << " refers to node " << e.node
+                               << ", which is not an earlier node";
       s->inputs.push_back(Entry{made[e.node], e.index, e.version});
     }
     for (uint32_t c : n.control_deps) {
       WEFT_CHECK(c < nid) << "Symbol::from_graph: node " << nid << " ('" << n.name
-                          << "') has a control dependency on node " << c << ", which is not an earlier node";
+                          << "') has a control dependency on node " << c
+                          << ", which is not an earlier node";
       s->control_deps.push_back(made[c]);
     }
     made[nid] = std::move(s);
@@ -278,7 +289,8 @@ Symbol Symbol::from_graph(const Graph& graph) {
   for (size_t h = 0; h < graph.heads.size(); ++h) {
     const NodeEntry& e = graph.heads[h];
     WEFT_CHECK(e.node < graph.nodes.size())
-        << "Symbol::from_graph: head " << h << " refers to node " << e.node << " of " << graph.nodes.size();
+        << "Symbol::from_graph: head " << h << " refers to node " << e.node << " of "
+        << graph.nodes.size();
     outs.push_back(Entry{made[e.node], e.index, e.version});
   }
   return Symbol(std::move(outs));
@@ -291,8 +303,8 @@ Symbol Symbol::load(const std::filesystem::path& path) { return from_graph(load_
 // ---- access ------------------------------------------------------------------------------------
 
 Symbol Symbol::operator[](size_t i) const {
-  WEFT_CHECK(i < outputs_.size()) << "Symbol: output " << i << " is out of range; the symbol has " << outputs_.size()
-                                  << " outputs";
+  WEFT_CHECK(i < outputs_.size()) << "Symbol: output " << i << " is out of range; the symbol has "
+                                  << outputs_.size() << " outputs";
   return Symbol({outputs_[i]});
 }
 
@@ -301,17 +313,19 @@ Symbol Symbol::operator[](std::string_view output_name) const {
   size_t found = names.size();
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] != output_name) continue;
-    WEFT_CHECK(found == names.size()) << "Symbol: more than one output is called '" << output_name << "'";
+    WEFT_CHECK(found == names.size())
+        << "Symbol: more than one output is called '" << output_name << "'";
     found = i;
   }
-  WEFT_CHECK(found < names.size()) << "Symbol: no output is called '" << output_name << "' (outputs: " << join(names)
-                                   << ")";
+  WEFT_CHECK(found < names.size())
+      << "Symbol: no output is called '" << output_name << "' (outputs: " << join(names) << ")";
   return Symbol({outputs_[found]});
 }
 
 const SymNode& Symbol::single_node(const char* what) const {
-  WEFT_CHECK(outputs_.size() == 1) << "Symbol::" << what << ": needs a single-output symbol, this one has "
-                                   << outputs_.size() << " outputs";
+  WEFT_CHECK(outputs_.size() == 1)
+      << "Symbol::" << what << ": needs a single-output symbol, this one has " << outputs_.size()
+      << " outputs";
   return *outputs_[0].node;
 }
 
@@ -373,7 +387,8 @@ Symbol Symbol::get_internals() const {
   std::vector<Entry> outs;
   for (const SymNode* n : order) {
     const auto& shared = owner.at(n);
-    for (int i = 0; i < n->num_visible_outputs(); ++i) outs.push_back(Entry{shared, static_cast<uint32_t>(i), 0});
+    for (int i = 0; i < n->num_visible_outputs(); ++i)
+      outs.push_back(Entry{shared, static_cast<uint32_t>(i), 0});
   }
   return Symbol(std::move(outs));
 }
@@ -393,12 +408,14 @@ Graph Symbol::to_graph() const {
     n.op_attrs = s->op_attrs;
     n.file_num_outputs = s->file_num_outputs;
     n.inputs.reserve(s->inputs.size());
-    for (const Entry& e : s->inputs) n.inputs.push_back(NodeEntry{ids.at(e.node.get()), e.index, e.version});
+    for (const Entry& e : s->inputs)
+      n.inputs.push_back(NodeEntry{ids.at(e.node.get()), e.index, e.version});
     for (const auto& c : s->control_deps) n.control_deps.push_back(ids.at(c.get()));
     ids.emplace(s, static_cast<uint32_t>(g.nodes.size()));
     g.nodes.push_back(std::move(n));
   }
-  for (const Entry& e : outputs_) g.heads.push_back(NodeEntry{ids.at(e.node.get()), e.index, e.version});
+  for (const Entry& e : outputs_)
+    g.heads.push_back(NodeEntry{ids.at(e.node.get()), e.index, e.version});
   g.reindex();
   return g;
 }
@@ -412,9 +429,9 @@ InferredShapes Symbol::infer_shape(const InferInputs& inputs, bool require_compl
   // A misspelt input name would otherwise be ignored and surface as a confusing missing shape.
   auto check_names = [&](const auto& map, const char* what) {
     for (const auto& [name, value] : map) {
-      WEFT_CHECK(g.find_variable(name) >= 0)
-          << "Symbol::infer_shape: " << what << " given for '" << name << "', which is not a variable of the symbol "
-          << "(arguments: " << join(g.list_arguments()) << ")";
+      WEFT_CHECK(g.find_variable(name) >= 0) << "Symbol::infer_shape: " << what << " given for '"
+                                             << name << "', which is not a variable of the symbol "
+                                             << "(arguments: " << join(g.list_arguments()) << ")";
     }
   };
   check_names(inputs.shapes, "a shape");
@@ -453,10 +470,13 @@ Symbol binary(std::string_view op, const Symbol& lhs, const Symbol& rhs, std::st
 
 }  // namespace
 
-Symbol Variable(std::string name, AttrMap attrs) { return Symbol::variable(std::move(name), std::move(attrs)); }
+Symbol Variable(std::string name, AttrMap attrs) {
+  return Symbol::variable(std::move(name), std::move(attrs));
+}
 
-Symbol Convolution(const Symbol& data, std::string name, int64_t num_filter, const Shape& kernel, const Shape& stride,
-                   const Shape& pad, bool no_bias, int64_t num_group, AttrMap extra) {
+Symbol Convolution(const Symbol& data, std::string name, int64_t num_filter, const Shape& kernel,
+                   const Shape& stride, const Shape& pad, bool no_bias, int64_t num_group,
+                   AttrMap extra) {
   AttrMap a = std::move(extra);
   a["num_filter"] = std::to_string(num_filter);
   a["kernel"] = format_shape_attr(kernel);
@@ -467,8 +487,8 @@ Symbol Convolution(const Symbol& data, std::string name, int64_t num_filter, con
   return Symbol::op("Convolution", {data}, std::move(a), std::move(name));
 }
 
-Symbol FullyConnected(const Symbol& data, std::string name, int64_t num_hidden, bool no_bias, bool flatten,
-                      const Symbol& weight, const Symbol& bias) {
+Symbol FullyConnected(const Symbol& data, std::string name, int64_t num_hidden, bool no_bias,
+                      bool flatten, const Symbol& weight, const Symbol& bias) {
   AttrMap a{{"num_hidden", std::to_string(num_hidden)}};
   if (no_bias) a["no_bias"] = bool_attr(true);
   if (!flatten) a["flatten"] = bool_attr(false);
@@ -479,7 +499,8 @@ Symbol Activation(const Symbol& data, std::string name, std::string act_type) {
   return Symbol::op("Activation", {data}, {{"act_type", std::move(act_type)}}, std::move(name));
 }
 
-Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma, double eps, double momentum, AttrMap extra) {
+Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma, double eps, double momentum,
+                 AttrMap extra) {
   AttrMap a = std::move(extra);
   if (!fix_gamma) a["fix_gamma"] = bool_attr(false);
   if (eps != 1e-3) a["eps"] = format_float_attr(eps);
@@ -487,8 +508,9 @@ Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma, double ep
   return Symbol::op("BatchNorm", {data}, std::move(a), std::move(name));
 }
 
-Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel, std::string pool_type, const Shape& stride,
-               const Shape& pad, bool global_pool, std::string pooling_convention) {
+Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel, std::string pool_type,
+               const Shape& stride, const Shape& pad, bool global_pool,
+               std::string pooling_convention) {
   AttrMap a;
   set_shape(a, "kernel", kernel);
   if (pool_type != "max") a["pool_type"] = std::move(pool_type);
@@ -499,9 +521,12 @@ Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel, std::s
   return Symbol::op("Pooling", {data}, std::move(a), std::move(name));
 }
 
-Symbol Flatten(const Symbol& data, std::string name) { return Symbol::op("Flatten", {data}, {}, std::move(name)); }
+Symbol Flatten(const Symbol& data, std::string name) {
+  return Symbol::op("Flatten", {data}, {}, std::move(name));
+}
 
-Symbol SoftmaxOutput(const Symbol& data, std::string name, const Symbol& label, bool multi_output, AttrMap extra) {
+Symbol SoftmaxOutput(const Symbol& data, std::string name, const Symbol& label, bool multi_output,
+                     AttrMap extra) {
   AttrMap a = std::move(extra);
   if (multi_output) a["multi_output"] = bool_attr(true);
   return Symbol::op("SoftmaxOutput", {data, label}, std::move(a), std::move(name));
@@ -514,7 +539,8 @@ Symbol Dropout(const Symbol& data, std::string name, double p) {
 }
 
 Symbol clip(const Symbol& data, std::string name, double a_min, double a_max) {
-  return Symbol::op("clip", {data}, {{"a_min", format_float_attr(a_min)}, {"a_max", format_float_attr(a_max)}},
+  return Symbol::op("clip", {data},
+                    {{"a_min", format_float_attr(a_min)}, {"a_max", format_float_attr(a_max)}},
                     std::move(name));
 }
 
@@ -537,13 +563,16 @@ Symbol Concat(const std::vector<Symbol>& inputs, std::string name, int dim) {
   return Symbol::op("Concat", inputs, std::move(a), std::move(name));
 }
 
-Symbol Embedding(const Symbol& data, std::string name, int64_t input_dim, int64_t output_dim, const Symbol& weight) {
-  return Symbol::op("Embedding", {data, weight},
-                    {{"input_dim", std::to_string(input_dim)}, {"output_dim", std::to_string(output_dim)}},
-                    std::move(name));
+Symbol Embedding(const Symbol& data, std::string name, int64_t input_dim, int64_t output_dim,
+                 const Symbol& weight) {
+  return Symbol::op(
+      "Embedding", {data, weight},
+      {{"input_dim", std::to_string(input_dim)}, {"output_dim", std::to_string(output_dim)}},
+      std::move(name));
 }
 
-Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis, bool squeeze_axis) {
+Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis,
+                    bool squeeze_axis) {
   AttrMap a{{"num_outputs", std::to_string(num_outputs)}};
   if (axis != 1) a["axis"] = std::to_string(axis);
   if (squeeze_axis) a["squeeze_axis"] = bool_attr(true);
@@ -560,17 +589,20 @@ Symbol transpose(const Symbol& data, std::string name, const Shape& axes) {
   return Symbol::op("transpose", {data}, {{"axes", format_shape_attr(axes)}}, std::move(name));
 }
 
-Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num_layers, std::string mode,
-           const Symbol& parameters, const Symbol& state, const Symbol& state_cell, bool bidirectional, double p,
-           bool state_outputs) {
-  AttrMap a{{"state_size", std::to_string(state_size)}, {"num_layers", std::to_string(num_layers)}, {"mode", mode}};
+Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num_layers,
+           std::string mode, const Symbol& parameters, const Symbol& state,
+           const Symbol& state_cell, bool bidirectional, double p, bool state_outputs) {
+  AttrMap a{{"state_size", std::to_string(state_size)},
+            {"num_layers", std::to_string(num_layers)},
+            {"mode", mode}};
   if (bidirectional) a["bidirectional"] = bool_attr(true);
   if (p != 0) a["p"] = format_float_attr(p);
   if (state_outputs) a["state_outputs"] = bool_attr(true);
   std::vector<Symbol> inputs{data, parameters, state};
   // Only LSTM has a cell state; a cell given for another mode is the caller's mistake.
   WEFT_CHECK(mode == "lstm" || state_cell.empty())
-      << "sym::RNN (node '" << name << "'): state_cell is given but mode '" << mode << "' has no cell state";
+      << "sym::RNN (node '" << name << "'): state_cell is given but mode '" << mode
+      << "' has no cell state";
   if (mode == "lstm") inputs.push_back(state_cell);
   return Symbol::op("RNN", std::move(inputs), std::move(a), std::move(name));
 }

@@ -56,7 +56,8 @@ class Symbol {
   static Symbol variable(std::string name, AttrMap attrs = {});
   /// A variable with a declared shape (`__shape__`; unknown dims, -1 or 0, are written as 0, the
   /// way MXNet writes deferred dims) and, unless kUnknown, a type (`__dtype__`, the MXNet flag).
-  static Symbol variable(std::string name, const Shape& shape, DType dtype = DType::kUnknown, AttrMap attrs = {});
+  static Symbol variable(std::string name, const Shape& shape, DType dtype = DType::kUnknown,
+                         AttrMap attrs = {});
 
   /// Applies op `op` (a name or alias) to `inputs` with string attributes `attrs`, MXNet style.
   ///  - `name` empty: the current NameScope makes one, `<op name in lower case><n>`.
@@ -67,7 +68,8 @@ class Symbol {
   /// Every input must have one output (pick one with operator[]). Returns the op's visible
   /// outputs. Throws ValueError naming the op and node: unknown op, bad attribute, too many
   /// inputs, a multi-output input.
-  static Symbol op(std::string_view op, std::vector<Symbol> inputs, AttrMap attrs = {}, std::string name = "");
+  static Symbol op(std::string_view op, std::vector<Symbol> inputs, AttrMap attrs = {},
+                   std::string name = "");
 
   /// The outputs of every symbol, in order (MXNet's Group): a graph with several heads.
   static Symbol group(const std::vector<Symbol>& symbols);
@@ -160,25 +162,26 @@ namespace sym {
 Symbol Variable(std::string name, AttrMap attrs = {});
 
 Symbol Convolution(const Symbol& data, std::string name, int64_t num_filter, const Shape& kernel,
-                   const Shape& stride = {}, const Shape& pad = {}, bool no_bias = false, int64_t num_group = 1,
-                   AttrMap extra = {});
+                   const Shape& stride = {}, const Shape& pad = {}, bool no_bias = false,
+                   int64_t num_group = 1, AttrMap extra = {});
 /// `weight`/`bias` empty: created as `<name>_weight` / `<name>_bias`.
-Symbol FullyConnected(const Symbol& data, std::string name, int64_t num_hidden, bool no_bias = false,
-                      bool flatten = true, const Symbol& weight = {}, const Symbol& bias = {});
+Symbol FullyConnected(const Symbol& data, std::string name, int64_t num_hidden,
+                      bool no_bias = false, bool flatten = true, const Symbol& weight = {},
+                      const Symbol& bias = {});
 /// act_type: relu, sigmoid, tanh, softrelu, softsign.
 Symbol Activation(const Symbol& data, std::string name, std::string act_type);
 /// MXNet defaults: fix_gamma true, eps 1e-3, momentum 0.9. Gamma, beta and the moving mean and
 /// var are created as `<name>_gamma`... (the last two are auxiliary states).
-Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma = true, double eps = 1e-3, double momentum = 0.9,
-                 AttrMap extra = {});
+Symbol BatchNorm(const Symbol& data, std::string name, bool fix_gamma = true, double eps = 1e-3,
+                 double momentum = 0.9, AttrMap extra = {});
 /// pool_type: max, avg, sum; pooling_convention: valid, full.
-Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel, std::string pool_type = "max",
-               const Shape& stride = {}, const Shape& pad = {}, bool global_pool = false,
-               std::string pooling_convention = "valid");
+Symbol Pooling(const Symbol& data, std::string name, const Shape& kernel,
+               std::string pool_type = "max", const Shape& stride = {}, const Shape& pad = {},
+               bool global_pool = false, std::string pooling_convention = "valid");
 Symbol Flatten(const Symbol& data, std::string name = "");
 /// `label` empty: created as `<name>_label`.
-Symbol SoftmaxOutput(const Symbol& data, std::string name, const Symbol& label = {}, bool multi_output = false,
-                     AttrMap extra = {});
+Symbol SoftmaxOutput(const Symbol& data, std::string name, const Symbol& label = {},
+                     bool multi_output = false, AttrMap extra = {});
 Symbol Dropout(const Symbol& data, std::string name, double p = 0.5);
 /// Clips to [a_min, a_max]; clip(x, 0, 6) is ReLU6.
 Symbol clip(const Symbol& data, std::string name, double a_min, double a_max);
@@ -192,15 +195,17 @@ Symbol Concat(const std::vector<Symbol>& inputs, std::string name = "", int dim 
 Symbol Embedding(const Symbol& data, std::string name, int64_t input_dim, int64_t output_dim,
                  const Symbol& weight = {});
 /// num_outputs equal parts along `axis`; index the result for each part.
-Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis = 1, bool squeeze_axis = false);
+Symbol SliceChannel(const Symbol& data, std::string name, int64_t num_outputs, int axis = 1,
+                    bool squeeze_axis = false);
 /// `shape` may use Reshape's special values (0, -1, -2, -3, -4).
 Symbol Reshape(const Symbol& data, std::string name, const Shape& shape, bool reverse = false);
 Symbol transpose(const Symbol& data, std::string name, const Shape& axes);
 /// The fused RNN (mode: rnn_relu, rnn_tanh, lstm, gru). Empty `parameters`, `state`,
 /// `state_cell` are created as `<name>_parameters`, `<name>_state`, `<name>_state_cell`.
-Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num_layers, std::string mode,
-           const Symbol& parameters = {}, const Symbol& state = {}, const Symbol& state_cell = {},
-           bool bidirectional = false, double p = 0, bool state_outputs = false);
+Symbol RNN(const Symbol& data, std::string name, int64_t state_size, int64_t num_layers,
+           std::string mode, const Symbol& parameters = {}, const Symbol& state = {},
+           const Symbol& state_cell = {}, bool bidirectional = false, double p = 0,
+           bool state_outputs = false);
 
 }  // namespace sym
 // NOLINTEND(readability-identifier-naming)

@@ -26,11 +26,14 @@ class EagerGradBuilder final : public GradBuilder {
     if (g.is_none()) g = invoke1("zeros_like", {node_.outputs.at(i)});
     return add(g);
   }
-  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs) override {
-    auto a = std::make_shared<const OpAttrs>(get_op(op).make_attrs(std::move(attrs), node_.attrs->node_name));
+  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs,
+                              AttrMap attrs) override {
+    auto a = std::make_shared<const OpAttrs>(
+        get_op(op).make_attrs(std::move(attrs), node_.attrs->node_name));
     return run(a, inputs);
   }
-  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op, std::vector<GradEntry> inputs) override {
+  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op,
+                                                 std::vector<GradEntry> inputs) override {
     auto a = std::make_shared<const OpAttrs>(get_op(op).make_attrs_like(*node_.attrs));
     return run(a, inputs);
   }
@@ -41,11 +44,13 @@ class EagerGradBuilder final : public GradBuilder {
     values_.push_back(a.detach());
     return {static_cast<int32_t>(values_.size() - 1)};
   }
-  std::vector<GradEntry> run(const std::shared_ptr<const OpAttrs>& a, const std::vector<GradEntry>& inputs) {
+  std::vector<GradEntry> run(const std::shared_ptr<const OpAttrs>& a,
+                             const std::vector<GradEntry>& inputs) {
     std::vector<NDArray> in;
     in.reserve(inputs.size());
     for (auto e : inputs) {
-      WEFT_CHECK_AS(InternalError, e.valid()) << a->where() << ": gradient emitted on an invalid entry";
+      WEFT_CHECK_AS(InternalError, e.valid())
+          << a->where() << ": gradient emitted on an invalid entry";
       in.push_back(values_.at(e.id));
     }
     std::vector<GradEntry> out;
@@ -100,13 +105,16 @@ struct Key {
   bool operator==(const Key& o) const { return node == o.node && index == o.index; }
 };
 struct KeyHash {
-  size_t operator()(const Key& k) const { return std::hash<void*>()(k.node) * 31 + static_cast<size_t>(k.index); }
+  size_t operator()(const Key& k) const {
+    return std::hash<void*>()(k.node) * 31 + static_cast<size_t>(k.index);
+  }
 };
 
 // Shared by backward() and grad(): returns the summed gradient of each requested entry.
-std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
-                                  const std::vector<Key>& wanted, bool retain_graph, bool train_mode,
-                                  bool write_leaves) {
+std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
+                                  const std::vector<NDArray>& head_grads,
+                                  const std::vector<Key>& wanted, bool retain_graph,
+                                  bool train_mode, bool write_leaves) {
   WEFT_CHECK(head_grads.empty() || head_grads.size() == heads.size())
       << "backward: " << head_grads.size() << " head gradients for " << heads.size() << " heads";
   autograd::PauseScope pause(train_mode);  // backward ops are not recorded
@@ -117,18 +125,22 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   for (size_t i = 0; i < heads.size(); ++i) {
     const auto& e = heads[i].autograd_entry();
     if (!e) continue;
-    WEFT_CHECK(!e->node->freed) << "backward: the graph of head " << i
-                                << " was freed by an earlier backward; pass retain_graph=true to run backward twice";
+    WEFT_CHECK(!e->node->freed)
+        << "backward: the graph of head " << i
+        << " was freed by an earlier backward; pass retain_graph=true to run backward twice";
     any = true;
-    NDArray g = (i < head_grads.size() && !head_grads[i].is_none()) ? head_grads[i]
-                                                                    : invoke1("ones_like", {heads[i].detach()});
+    NDArray g = (i < head_grads.size() && !head_grads[i].is_none())
+                    ? head_grads[i]
+                    : invoke1("ones_like", {heads[i].detach()});
     WEFT_CHECK_AS(ShapeError, g.shape() == heads[i].shape())
-        << "backward: head gradient " << i << " has shape " << g.shape() << ", head has " << heads[i].shape();
+        << "backward: head gradient " << i << " has shape " << g.shape() << ", head has "
+        << heads[i].shape();
     pending[{e->node.get(), e->index}].push_back(g);
     roots.push_back(e->node);
   }
-  WEFT_CHECK(any) << "backward: no head requires a gradient (record the computation with autograd::RecordScope "
-                     "and call attach_grad on its inputs)";
+  WEFT_CHECK(any)
+      << "backward: no head requires a gradient (record the computation with autograd::RecordScope "
+         "and call attach_grad on its inputs)";
 
   std::unordered_map<Key, NDArray, KeyHash> captured;
   std::unordered_set<Key, KeyHash> wanted_set(wanted.begin(), wanted.end());
@@ -144,7 +156,8 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   auto order = reverse_topological(roots);
   for (const NodePtr& node_ptr : order) {
     detail::AutogradNode* node = node_ptr.get();
-    WEFT_CHECK(!node->freed) << "backward: part of the graph was freed by an earlier backward; pass retain_graph=true";
+    WEFT_CHECK(!node->freed)
+        << "backward: part of the graph was freed by an earlier backward; pass retain_graph=true";
     const int nout = static_cast<int>(node->outputs.size());
     std::vector<NDArray> out_grads(nout);
     bool has_grad = false;
@@ -154,8 +167,9 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
     }
     if (!has_grad) continue;
     const auto& fgrad = node->attrs->op->attr<FGradient>();
-    WEFT_CHECK(static_cast<bool>(fgrad)) << "backward: " << node->attrs->where()
-                                         << " has no gradient (FGradient), but a result depends on it";
+    WEFT_CHECK(static_cast<bool>(fgrad))
+        << "backward: " << node->attrs->where()
+        << " has no gradient (FGradient), but a result depends on it";
     EagerGradBuilder builder(*node, std::move(out_grads));
     auto entries = fgrad(builder);
     WEFT_CHECK_AS(InternalError, entries.size() == node->inputs.size())
@@ -173,7 +187,9 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads, const std::
   for (auto& [k, parts] : pending) leaves.push_back(k);
   for (const Key& k : leaves) {
     NDArray g = take(k);
-    if (!write_leaves || k.node->attrs || k.node->grad_req == GradReq::kNull || k.node->grad.is_none()) continue;
+    if (!write_leaves || k.node->attrs || k.node->grad_req == GradReq::kNull ||
+        k.node->grad.is_none())
+      continue;
     InvokeOptions o;
     o.outputs = {k.node->grad};
     if (k.node->grad_req == GradReq::kWrite) {
@@ -246,7 +262,8 @@ NDArray NDArray::grad() const {
 void NDArray::backward() const { backward(NDArray()); }
 
 void NDArray::backward(const NDArray& head_grad, bool retain_graph, bool train_mode) const {
-  autograd::backward({*this}, head_grad.is_none() ? std::vector<NDArray>{} : std::vector<NDArray>{head_grad},
+  autograd::backward({*this},
+                     head_grad.is_none() ? std::vector<NDArray>{} : std::vector<NDArray>{head_grad},
                      retain_graph, train_mode);
 }
 
@@ -275,7 +292,8 @@ bool set_training(bool training) {
   return prev;
 }
 
-RecordScope::RecordScope(bool train_mode) : prev_recording_(t_recording), prev_training_(t_training) {
+RecordScope::RecordScope(bool train_mode)
+    : prev_recording_(t_recording), prev_training_(t_training) {
   t_recording = true;
   t_training = train_mode;
 }
@@ -296,13 +314,14 @@ TrainModeScope::~TrainModeScope() { t_training = prev_; }
 PredictModeScope::PredictModeScope() : prev_(t_training) { t_training = false; }
 PredictModeScope::~PredictModeScope() { t_training = prev_; }
 
-void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads, bool retain_graph,
-              bool train_mode) {
+void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
+              bool retain_graph, bool train_mode) {
   run_backward(heads, head_grads, {}, retain_graph, train_mode, true);
 }
 
 std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
-                          const std::vector<NDArray>& head_grads, bool retain_graph, bool train_mode) {
+                          const std::vector<NDArray>& head_grads, bool retain_graph,
+                          bool train_mode) {
   std::vector<Key> wanted;
   for (size_t i = 0; i < variables.size(); ++i) {
     const auto& e = variables[i].autograd_entry();
@@ -311,7 +330,8 @@ std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<N
   }
   auto out = run_backward(heads, head_grads, wanted, retain_graph, train_mode, false);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].is_none()) out[i] = NDArray::zeros(variables[i].shape(), variables[i].dtype(), variables[i].device());
+    if (out[i].is_none())
+      out[i] = NDArray::zeros(variables[i].shape(), variables[i].dtype(), variables[i].device());
   }
   return out;
 }

@@ -15,9 +15,9 @@ namespace detail {
 struct AutogradNode {
   std::shared_ptr<const OpAttrs> attrs;  ///< null for a leaf
   std::vector<NDArray> inputs;
-  std::vector<NDArray> outputs;          ///< every output, hidden ones included
+  std::vector<NDArray> outputs;  ///< every output, hidden ones included
   bool is_train = false;
-  bool freed = false;                    ///< backward ran without retain_graph
+  bool freed = false;  ///< backward ran without retain_graph
   // Leaf state:
   GradReq grad_req = GradReq::kNull;
   NDArray grad;

@@ -3,7 +3,6 @@
 #include <span>
 
 #include "base/small_vector.h"
-
 #include "ndarray/autograd.h"
 #include "ndarray/ndarray.h"
 #include "ndarray/runtime.h"
@@ -71,8 +70,8 @@ std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap&
   return std::make_shared<const OpAttrs>(get_op(op).make_attrs(attrs));
 }
 
-std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr, const std::vector<NDArray>& inputs,
-                                InvokeOptions options) {
+std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
+                                const std::vector<NDArray>& inputs, InvokeOptions options) {
   WEFT_CHECK(attrs_ptr && attrs_ptr->op) << "invoke: no operator";
   const OpAttrs& attrs = *attrs_ptr;
   const Op& op = *attrs.op;
@@ -83,19 +82,21 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
       << attrs.where() << ": expects " << nin << " inputs, got " << inputs.size();
 
   // Device: from the inputs, which must agree.
-  Device device = options.device.value_or(inputs.empty() || inputs[0].is_none() ? Device::cpu() : inputs[0].device());
+  Device device = options.device.value_or(
+      inputs.empty() || inputs[0].is_none() ? Device::cpu() : inputs[0].device());
   for (int i = 0; i < nin; ++i) {
     WEFT_CHECK(!inputs[i].is_none()) << attrs.where() << ": input " << i << " is a none array";
     WEFT_CHECK(inputs[i].device() == device)
-        << attrs.where() << ": input " << i << " is on " << to_string(inputs[i].device()) << ", expected "
-        << to_string(device);
+        << attrs.where() << ": input " << i << " is on " << to_string(inputs[i].device())
+        << ", expected " << to_string(device);
   }
 
   // Outputs given by the caller: all outputs or only the visible ones.
   std::vector<NDArray>& given = options.outputs;
-  WEFT_CHECK(given.empty() || static_cast<int>(given.size()) == nout || static_cast<int>(given.size()) == nvis)
-      << attrs.where() << ": " << given.size() << " output arrays given; the op has " << nvis << " visible and "
-      << nout << " total outputs";
+  WEFT_CHECK(given.empty() || static_cast<int>(given.size()) == nout ||
+             static_cast<int>(given.size()) == nvis)
+      << attrs.where() << ": " << given.size() << " output arrays given; the op has " << nvis
+      << " visible and " << nout << " total outputs";
 
   // Inference, in per-thread scratch vectors (invoke never re-enters itself on one thread).
   thread_local std::vector<Shape> in_shapes, out_shapes;
@@ -117,15 +118,16 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   op.infer_type(attrs, in_types, out_types);
   for (int i = 0; i < nin; ++i) {
     WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
-        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape() << " but the op needs "
-        << in_shapes[i];
+        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape()
+        << " but the op needs " << in_shapes[i];
     WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
-        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype()) << " but the op needs "
-        << dtype_name(in_types[i]);
+        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype())
+        << " but the op needs " << dtype_name(in_types[i]);
   }
   for (int i = 0; i < nout; ++i) {
     WEFT_CHECK_AS(ShapeError, out_shapes[i].known())
-        << attrs.where() << ": could not infer the shape of output " << i << " (got " << out_shapes[i] << ")";
+        << attrs.where() << ": could not infer the shape of output " << i << " (got "
+        << out_shapes[i] << ")";
     WEFT_CHECK_AS(ShapeError, out_types[i] != DType::kUnknown)
         << attrs.where() << ": could not infer the dtype of output " << i;
   }
@@ -139,7 +141,8 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
     WEFT_CHECK_AS(NotImplemented, pk->stateful != nullptr)
         << attrs.where() << " has no kernel for " << device_type_name(device.type);
     const auto& create = op.attr<FCreateOpState>();
-    WEFT_CHECK_AS(InternalError, static_cast<bool>(create)) << attrs.where() << ": stateful op without FCreateOpState";
+    WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
+        << attrs.where() << ": stateful op without FCreateOpState";
     pk->state = create(attrs, device, in_shapes, in_types);
   }
 
@@ -157,7 +160,8 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   for (OpReq r : options.req) pk->req.push_back(r);
   if (pk->req.empty()) pk->req.resize(nout, OpReq::kWrite);
   if (static_cast<int>(pk->req.size()) == nvis && nvis < nout) pk->req.resize(nout, OpReq::kWrite);
-  WEFT_CHECK(static_cast<int>(pk->req.size()) == nout) << attrs.where() << ": req needs one entry per output";
+  WEFT_CHECK(static_cast<int>(pk->req.size()) == nout)
+      << attrs.where() << ": req needs one entry per output";
 
   // Resources.
   Runtime& rt = Runtime::get();
@@ -219,8 +223,8 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   // engine does not chain further operations into the thread that runs it inline.
   int64_t out_elements = 0;
   for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
-  if (device.type == DeviceType::kCPU && pk->compute != nullptr && out_elements <= kInlineKernelElements &&
-      pk->workspace_bytes == 0) {
+  if (device.type == DeviceType::kCPU && pk->compute != nullptr &&
+      out_elements <= kInlineKernelElements && pk->workspace_bytes == 0) {
     rt.engine().push_async(
         [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) {
           pk->run(rc);
@@ -228,24 +232,24 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
         },
         device, read_span, write_span, FnProperty::kAsync, 0, op.name());
   } else {
-    rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device, read_span,
-                          write_span, FnProperty::kNormal, 0, op.name());
+    rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device,
+                          read_span, write_span, FnProperty::kNormal, 0, op.name());
   }
 
   detail::maybe_record(attrs_ptr, inputs, outputs);
   return outputs;
 }
 
-std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs, const std::vector<NDArray>& inputs,
-                            InvokeOptions options) {
+std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs,
+                            const std::vector<NDArray>& inputs, InvokeOptions options) {
   auto all = invoke_all(attrs, inputs, std::move(options));
   const int nvis = attrs->op->num_visible_outputs(*attrs);
   all.resize(nvis);
   return all;
 }
 
-std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs,
-                            InvokeOptions options) {
+std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs,
+                            const AttrMap& attrs, InvokeOptions options) {
   return invoke(make_op_attrs(op, attrs), inputs, std::move(options));
 }
 

@@ -53,24 +53,30 @@ class NDArray {
   NDArray() = default;
 
   /// Uninitialised storage for `shape` (which must be known).
-  static NDArray empty(const Shape& shape, DType dtype = DType::kFloat32, Device device = Device::cpu());
-  static NDArray zeros(const Shape& shape, DType dtype = DType::kFloat32, Device device = Device::cpu());
-  static NDArray ones(const Shape& shape, DType dtype = DType::kFloat32, Device device = Device::cpu());
+  static NDArray empty(const Shape& shape, DType dtype = DType::kFloat32,
+                       Device device = Device::cpu());
+  static NDArray zeros(const Shape& shape, DType dtype = DType::kFloat32,
+                       Device device = Device::cpu());
+  static NDArray ones(const Shape& shape, DType dtype = DType::kFloat32,
+                      Device device = Device::cpu());
   static NDArray full(const Shape& shape, double value, DType dtype = DType::kFloat32,
                       Device device = Device::cpu());
   /// Copies `count` elements of `dtype` from host memory (the copy is made before returning).
-  static NDArray from_host(const void* data, const Shape& shape, DType dtype, Device device = Device::cpu());
+  static NDArray from_host(const void* data, const Shape& shape, DType dtype,
+                           Device device = Device::cpu());
   template <typename T>
-  static NDArray from_vector(const Shape& shape, const std::vector<T>& values, Device device = Device::cpu()) {
+  static NDArray from_vector(const Shape& shape, const std::vector<T>& values,
+                             Device device = Device::cpu()) {
     WEFT_CHECK(static_cast<int64_t>(values.size()) == shape.size())
-        << "NDArray::from_vector: shape " << shape << " needs " << shape.size() << " values, got " << values.size();
+        << "NDArray::from_vector: shape " << shape << " needs " << shape.size() << " values, got "
+        << values.size();
     return from_host(values.data(), shape, DTypeOf<T>::value, device);
   }
   /// Uniform / normal random values (ordered through the device's random var).
-  static NDArray uniform(const Shape& shape, double low = 0, double high = 1, DType dtype = DType::kFloat32,
-                         Device device = Device::cpu());
-  static NDArray normal(const Shape& shape, double loc = 0, double scale = 1, DType dtype = DType::kFloat32,
-                        Device device = Device::cpu());
+  static NDArray uniform(const Shape& shape, double low = 0, double high = 1,
+                         DType dtype = DType::kFloat32, Device device = Device::cpu());
+  static NDArray normal(const Shape& shape, double loc = 0, double scale = 1,
+                        DType dtype = DType::kFloat32, Device device = Device::cpu());
   static NDArray arange(double start, double stop, double step = 1, DType dtype = DType::kFloat32,
                         Device device = Device::cpu());
 
@@ -88,7 +94,9 @@ class NDArray {
   /// The process-unique id of the storage.
   uint64_t storage_id() const;
   /// Whether `other` shares this array's storage.
-  bool shares_storage_with(const NDArray& other) const { return storage_ && storage_ == other.storage_; }
+  bool shares_storage_with(const NDArray& other) const {
+    return storage_ && storage_ == other.storage_;
+  }
 
   /// A view with another shape of the same size; one dim may be -1. Shares storage and var.
   NDArray reshape(const Shape& shape) const;
@@ -113,7 +121,8 @@ class NDArray {
   template <typename T>
   std::vector<T> to_vector() const {
     WEFT_CHECK(DTypeOf<T>::value == dtype_)
-        << "NDArray::to_vector: array has dtype " << dtype_name(dtype_) << ", asked for " << dtype_name(DTypeOf<T>::value);
+        << "NDArray::to_vector: array has dtype " << dtype_name(dtype_) << ", asked for "
+        << dtype_name(DTypeOf<T>::value);
     std::vector<T> out(static_cast<size_t>(size()));
     copy_to_host(out.data(), out.size() * sizeof(T));
     return out;
@@ -155,10 +164,16 @@ class NDArray {
   const std::shared_ptr<detail::Storage>& storage() const { return storage_; }
   size_t byte_offset() const { return byte_offset_; }
   const std::shared_ptr<detail::AutogradEntry>& autograd_entry() const { return autograd_; }
-  void set_autograd_entry(std::shared_ptr<detail::AutogradEntry> entry) { autograd_ = std::move(entry); }
+  void set_autograd_entry(std::shared_ptr<detail::AutogradEntry> entry) {
+    autograd_ = std::move(entry);
+  }
   /// Wraps existing storage (used by invoke and the executor).
-  NDArray(std::shared_ptr<detail::Storage> storage, Shape shape, DType dtype, size_t byte_offset = 0)
-      : storage_(std::move(storage)), shape_(std::move(shape)), dtype_(dtype), byte_offset_(byte_offset) {}
+  NDArray(std::shared_ptr<detail::Storage> storage, Shape shape, DType dtype,
+          size_t byte_offset = 0)
+      : storage_(std::move(storage)),
+        shape_(std::move(shape)),
+        dtype_(dtype),
+        byte_offset_(byte_offset) {}
 
  private:
   void check_not_none(const char* what) const;
@@ -189,14 +204,14 @@ struct InvokeOptions {
 /// kernel (inputs read, outputs and mutated inputs written) and returns every output, hidden ones
 /// included, before the kernel runs. Records the call for autograd when recording and an input
 /// requires grad. Throws (nothing pushed) on bad arity, shapes, types, or a missing kernel.
-std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs, const std::vector<NDArray>& inputs,
-                                InvokeOptions options = {});
+std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs,
+                                const std::vector<NDArray>& inputs, InvokeOptions options = {});
 /// As invoke_all, returning only the visible outputs.
-std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs, const std::vector<NDArray>& inputs,
-                            InvokeOptions options = {});
+std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs,
+                            const std::vector<NDArray>& inputs, InvokeOptions options = {});
 /// Looks up and parses: invoke(op name, inputs, attribute dict).
-std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs = {},
-                            InvokeOptions options = {});
+std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs,
+                            const AttrMap& attrs = {}, InvokeOptions options = {});
 /// The first visible output of invoke().
 NDArray invoke1(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs = {});
 

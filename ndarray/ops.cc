@@ -17,9 +17,12 @@ const std::shared_ptr<const OpAttrs>& fixed(std::string_view name) {
   return slot;
 }
 
-NDArray call1(std::string_view name, const std::vector<NDArray>& in) { return invoke(fixed(name), in).at(0); }
+NDArray call1(std::string_view name, const std::vector<NDArray>& in) {
+  return invoke(fixed(name), in).at(0);
+}
 
-NDArray binary(const NDArray& a, const NDArray& b, std::string_view same, std::string_view broadcast) {
+NDArray binary(const NDArray& a, const NDArray& b, std::string_view same,
+               std::string_view broadcast) {
   return call1(a.shape() == b.shape() ? same : broadcast, {a, b});
 }
 
@@ -38,10 +41,18 @@ const char* b(bool v) { return v ? "True" : "False"; }
 
 }  // namespace
 
-NDArray operator+(const NDArray& a, const NDArray& b) { return binary(a, b, "elemwise_add", "broadcast_add"); }
-NDArray operator-(const NDArray& a, const NDArray& b) { return binary(a, b, "elemwise_sub", "broadcast_sub"); }
-NDArray operator*(const NDArray& a, const NDArray& b) { return binary(a, b, "elemwise_mul", "broadcast_mul"); }
-NDArray operator/(const NDArray& a, const NDArray& b) { return binary(a, b, "elemwise_div", "broadcast_div"); }
+NDArray operator+(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "elemwise_add", "broadcast_add");
+}
+NDArray operator-(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "elemwise_sub", "broadcast_sub");
+}
+NDArray operator*(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "elemwise_mul", "broadcast_mul");
+}
+NDArray operator/(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "elemwise_div", "broadcast_div");
+}
 NDArray operator+(const NDArray& a, double s) { return scalar_op("_plus_scalar", a, s); }
 NDArray operator-(const NDArray& a, double s) { return scalar_op("_minus_scalar", a, s); }
 NDArray operator*(const NDArray& a, double s) { return scalar_op("_mul_scalar", a, s); }
@@ -58,9 +69,15 @@ NDArray add(const NDArray& a, const NDArray& b) { return a + b; }
 NDArray subtract(const NDArray& a, const NDArray& b) { return a - b; }
 NDArray multiply(const NDArray& a, const NDArray& b) { return a * b; }
 NDArray divide(const NDArray& a, const NDArray& b) { return a / b; }
-NDArray power(const NDArray& a, const NDArray& b) { return binary(a, b, "_power", "broadcast_power"); }
-NDArray maximum(const NDArray& a, const NDArray& b) { return binary(a, b, "_maximum", "broadcast_maximum"); }
-NDArray minimum(const NDArray& a, const NDArray& b) { return binary(a, b, "_minimum", "broadcast_minimum"); }
+NDArray power(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "_power", "broadcast_power");
+}
+NDArray maximum(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "_maximum", "broadcast_maximum");
+}
+NDArray minimum(const NDArray& a, const NDArray& b) {
+  return binary(a, b, "_minimum", "broadcast_minimum");
+}
 NDArray add_n(const std::vector<NDArray>& arrays) {
   return invoke1("add_n", arrays, {{"num_args", std::to_string(arrays.size())}});
 }
@@ -78,10 +95,15 @@ NDArray reciprocal(const NDArray& x) { return call1("reciprocal", {x}); }
 NDArray sin(const NDArray& x) { return call1("sin", {x}); }
 NDArray cos(const NDArray& x) { return call1("cos", {x}); }
 NDArray clip(const NDArray& x, double a_min, double a_max) {
-  return invoke1("clip", {x}, {{"a_min", format_float_attr(a_min)}, {"a_max", format_float_attr(a_max)}});
+  return invoke1("clip", {x},
+                 {{"a_min", format_float_attr(a_min)}, {"a_max", format_float_attr(a_max)}});
 }
-NDArray where(const NDArray& c, const NDArray& x, const NDArray& y) { return call1("where", {c, x, y}); }
-NDArray cast(const NDArray& x, DType dtype) { return invoke1("Cast", {x}, {{"dtype", dtype_name(dtype)}}); }
+NDArray where(const NDArray& c, const NDArray& x, const NDArray& y) {
+  return call1("where", {c, x, y});
+}
+NDArray cast(const NDArray& x, DType dtype) {
+  return invoke1("Cast", {x}, {{"dtype", dtype_name(dtype)}});
+}
 NDArray stop_gradient(const NDArray& x) { return call1("BlockGrad", {x}); }
 
 NDArray sum(const NDArray& x, const std::vector<int>& axis, bool keepdims) {
@@ -112,40 +134,54 @@ NDArray reshape(const NDArray& x, const Shape& shape, bool reverse) {
 }
 NDArray flatten(const NDArray& x) { return call1("Flatten", {x}); }
 NDArray transpose(const NDArray& x, const Shape& axes) {
-  return invoke1("transpose", {x}, {{"axes", format_shape_attr(axes.rank_known() ? axes : Shape(std::vector<int64_t>{}))}});
+  return invoke1(
+      "transpose", {x},
+      {{"axes", format_shape_attr(axes.rank_known() ? axes : Shape(std::vector<int64_t>{}))}});
 }
-NDArray expand_dims(const NDArray& x, int axis) { return invoke1("expand_dims", {x}, {{"axis", std::to_string(axis)}}); }
+NDArray expand_dims(const NDArray& x, int axis) {
+  return invoke1("expand_dims", {x}, {{"axis", std::to_string(axis)}});
+}
 NDArray concat(const std::vector<NDArray>& arrays, int dim) {
-  return invoke1("Concat", arrays, {{"num_args", std::to_string(arrays.size())}, {"dim", std::to_string(dim)}});
+  return invoke1("Concat", arrays,
+                 {{"num_args", std::to_string(arrays.size())}, {"dim", std::to_string(dim)}});
 }
 NDArray stack(const std::vector<NDArray>& arrays, int axis) {
-  return invoke1("stack", arrays, {{"num_args", std::to_string(arrays.size())}, {"axis", std::to_string(axis)}});
+  return invoke1("stack", arrays,
+                 {{"num_args", std::to_string(arrays.size())}, {"axis", std::to_string(axis)}});
 }
 std::vector<NDArray> split(const NDArray& x, int num_outputs, int axis, bool squeeze_axis) {
   return invoke("SliceChannel", {x},
-                {{"num_outputs", std::to_string(num_outputs)}, {"axis", std::to_string(axis)},
+                {{"num_outputs", std::to_string(num_outputs)},
+                 {"axis", std::to_string(axis)},
                  {"squeeze_axis", b(squeeze_axis)}});
 }
 NDArray slice_axis(const NDArray& x, int axis, int64_t begin, std::optional<int64_t> end) {
   return invoke1("slice_axis", {x},
-                 {{"axis", std::to_string(axis)}, {"begin", std::to_string(begin)},
+                 {{"axis", std::to_string(axis)},
+                  {"begin", std::to_string(begin)},
                   {"end", end ? std::to_string(*end) : std::string("None")}});
 }
 NDArray broadcast_to(const NDArray& x, const Shape& shape) {
   return invoke1("broadcast_to", {x}, {{"shape", format_shape_attr(shape)}});
 }
 
-NDArray fully_connected(const NDArray& x, const NDArray& w, const NDArray& bias, int num_hidden, bool flatten) {
-  AttrMap a{{"num_hidden", std::to_string(num_hidden)}, {"flatten", b(flatten)}, {"no_bias", b(bias.is_none())}};
+NDArray fully_connected(const NDArray& x, const NDArray& w, const NDArray& bias, int num_hidden,
+                        bool flatten) {
+  AttrMap a{{"num_hidden", std::to_string(num_hidden)},
+            {"flatten", b(flatten)},
+            {"no_bias", b(bias.is_none())}};
   std::vector<NDArray> in{x, w};
   if (!bias.is_none()) in.push_back(bias);
   return invoke1("FullyConnected", in, a);
 }
 
-NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& bias, const Shape& kernel, int num_filter,
-                    const Shape& stride, const Shape& pad, const Shape& dilate, int num_group) {
-  AttrMap a{{"kernel", format_shape_attr(kernel)}, {"num_filter", std::to_string(num_filter)},
-            {"num_group", std::to_string(num_group)}, {"no_bias", b(bias.is_none())}};
+NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& bias, const Shape& kernel,
+                    int num_filter, const Shape& stride, const Shape& pad, const Shape& dilate,
+                    int num_group) {
+  AttrMap a{{"kernel", format_shape_attr(kernel)},
+            {"num_filter", std::to_string(num_filter)},
+            {"num_group", std::to_string(num_group)},
+            {"no_bias", b(bias.is_none())}};
   if (stride.rank_known()) a["stride"] = format_shape_attr(stride);
   if (pad.rank_known()) a["pad"] = format_shape_attr(pad);
   if (dilate.rank_known()) a["dilate"] = format_shape_attr(dilate);
@@ -154,29 +190,39 @@ NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& bias, con
   return invoke1("Convolution", in, a);
 }
 
-NDArray pooling(const NDArray& x, const Shape& kernel, const std::string& pool_type, const Shape& stride,
-                const Shape& pad, bool global_pool) {
-  AttrMap a{{"kernel", format_shape_attr(kernel)}, {"pool_type", pool_type}, {"global_pool", b(global_pool)}};
+NDArray pooling(const NDArray& x, const Shape& kernel, const std::string& pool_type,
+                const Shape& stride, const Shape& pad, bool global_pool) {
+  AttrMap a{{"kernel", format_shape_attr(kernel)},
+            {"pool_type", pool_type},
+            {"global_pool", b(global_pool)}};
   if (stride.rank_known()) a["stride"] = format_shape_attr(stride);
   if (pad.rank_known()) a["pad"] = format_shape_attr(pad);
   return invoke1("Pooling", {x}, a);
 }
 
-NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta, NDArray& moving_mean,
-                   NDArray& moving_var, double eps, double momentum, bool fix_gamma) {
+NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta,
+                   NDArray& moving_mean, NDArray& moving_var, double eps, double momentum,
+                   bool fix_gamma) {
   return invoke1("BatchNorm", {x, gamma, beta, moving_mean, moving_var},
-                 {{"eps", format_float_attr(eps)}, {"momentum", format_float_attr(momentum)},
+                 {{"eps", format_float_attr(eps)},
+                  {"momentum", format_float_attr(momentum)},
                   {"fix_gamma", b(fix_gamma)}});
 }
 NDArray activation(const NDArray& x, const std::string& act_type) {
   return invoke1("Activation", {x}, {{"act_type", act_type}});
 }
-NDArray softmax(const NDArray& x, int axis) { return invoke1("softmax", {x}, {{"axis", std::to_string(axis)}}); }
+NDArray softmax(const NDArray& x, int axis) {
+  return invoke1("softmax", {x}, {{"axis", std::to_string(axis)}});
+}
 NDArray log_softmax(const NDArray& x, int axis) {
   return invoke1("log_softmax", {x}, {{"axis", std::to_string(axis)}});
 }
-NDArray dropout(const NDArray& x, double p) { return invoke1("Dropout", {x}, {{"p", format_float_attr(p)}}); }
-NDArray softmax_output(const NDArray& x, const NDArray& label) { return call1("SoftmaxOutput", {x, label}); }
+NDArray dropout(const NDArray& x, double p) {
+  return invoke1("Dropout", {x}, {{"p", format_float_attr(p)}});
+}
+NDArray softmax_output(const NDArray& x, const NDArray& label) {
+  return call1("SoftmaxOutput", {x, label});
+}
 
 }  // namespace op
 }  // namespace weft

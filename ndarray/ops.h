@@ -62,7 +62,8 @@ NDArray min(const NDArray& x, const std::vector<int>& axis = {}, bool keepdims =
 NDArray argmax(const NDArray& x, int axis, bool keepdims = false);
 
 NDArray dot(const NDArray& a, const NDArray& b, bool transpose_a = false, bool transpose_b = false);
-NDArray batch_dot(const NDArray& a, const NDArray& b, bool transpose_a = false, bool transpose_b = false);
+NDArray batch_dot(const NDArray& a, const NDArray& b, bool transpose_a = false,
+                  bool transpose_b = false);
 
 /// Reshape with MXNet's special codes (0, -1, -2, -3, -4).
 NDArray reshape(const NDArray& x, const Shape& shape, bool reverse = false);
@@ -71,22 +72,25 @@ NDArray transpose(const NDArray& x, const Shape& axes = Shape{});
 NDArray expand_dims(const NDArray& x, int axis);
 NDArray concat(const std::vector<NDArray>& arrays, int dim = 1);
 NDArray stack(const std::vector<NDArray>& arrays, int axis = 0);
-std::vector<NDArray> split(const NDArray& x, int num_outputs, int axis = 1, bool squeeze_axis = false);
+std::vector<NDArray> split(const NDArray& x, int num_outputs, int axis = 1,
+                           bool squeeze_axis = false);
 NDArray slice_axis(const NDArray& x, int axis, int64_t begin, std::optional<int64_t> end);
 NDArray broadcast_to(const NDArray& x, const Shape& shape);
 
 /// y = x·Wᵀ + b (b may be none).
-NDArray fully_connected(const NDArray& x, const NDArray& weight, const NDArray& bias, int num_hidden,
-                        bool flatten = true);
+NDArray fully_connected(const NDArray& x, const NDArray& weight, const NDArray& bias,
+                        int num_hidden, bool flatten = true);
 /// 2-D convolution with symmetric padding.
-NDArray convolution(const NDArray& x, const NDArray& weight, const NDArray& bias, const Shape& kernel,
-                    int num_filter, const Shape& stride = Shape{}, const Shape& pad = Shape{},
-                    const Shape& dilate = Shape{}, int num_group = 1);
+NDArray convolution(const NDArray& x, const NDArray& weight, const NDArray& bias,
+                    const Shape& kernel, int num_filter, const Shape& stride = Shape{},
+                    const Shape& pad = Shape{}, const Shape& dilate = Shape{}, int num_group = 1);
 NDArray pooling(const NDArray& x, const Shape& kernel, const std::string& pool_type = "max",
-                const Shape& stride = Shape{}, const Shape& pad = Shape{}, bool global_pool = false);
+                const Shape& stride = Shape{}, const Shape& pad = Shape{},
+                bool global_pool = false);
 /// Returns (out, mean, var) in training, out alone in inference unless output_mean_var.
-NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta, NDArray& moving_mean,
-                   NDArray& moving_var, double eps = 1e-3, double momentum = 0.9, bool fix_gamma = true);
+NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta,
+                   NDArray& moving_mean, NDArray& moving_var, double eps = 1e-3,
+                   double momentum = 0.9, bool fix_gamma = true);
 NDArray activation(const NDArray& x, const std::string& act_type);
 NDArray softmax(const NDArray& x, int axis = -1);
 NDArray log_softmax(const NDArray& x, int axis = -1);

@@ -7,13 +7,13 @@ namespace detail {
 
 void register_builtin_ops(OpRegistry& r);
 
-void register_elemwise_ops(OpRegistry& r);   // ops/elemwise*.cc: arithmetic, unary, scalar, compare
-void register_reduce_ops(OpRegistry& r);     // ops/reduce.cc: sum, mean, max, min, argmax
-void register_shape_ops(OpRegistry& r);      // ops/shape_ops.cc: Reshape, Concat, slice, ...
-void register_nn_dnnl_ops(OpRegistry& r);    // ops/nn_conv.cc: Convolution, Pooling, FC, dot, ...
-void register_nn_norm_ops(OpRegistry& r);    // ops/nn_norm.cc: BatchNorm, softmax, Dropout, ...
-void register_rnn_ops(OpRegistry& r);        // ops/rnn.cc: the fused RNN
-void register_init_ops(OpRegistry& r);       // ops/init_ops.cc: zeros, ones, arange, random
+void register_elemwise_ops(OpRegistry& r);  // ops/elemwise*.cc: arithmetic, unary, scalar, compare
+void register_reduce_ops(OpRegistry& r);    // ops/reduce.cc: sum, mean, max, min, argmax
+void register_shape_ops(OpRegistry& r);     // ops/shape_ops.cc: Reshape, Concat, slice, ...
+void register_nn_dnnl_ops(OpRegistry& r);   // ops/nn_conv.cc: Convolution, Pooling, FC, dot, ...
+void register_nn_norm_ops(OpRegistry& r);   // ops/nn_norm.cc: BatchNorm, softmax, Dropout, ...
+void register_rnn_ops(OpRegistry& r);       // ops/rnn.cc: the fused RNN
+void register_init_ops(OpRegistry& r);      // ops/init_ops.cc: zeros, ones, arange, random
 
 }  // namespace detail
 }  // namespace weft

@@ -223,7 +223,8 @@ struct ConvFwdPlan {
 
 const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, bool relu) {
   const ConvDims d = conv_dims(g);
-  const std::string key = "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + (relu ? "|relu" : "");
+  const std::string key =
+      "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + (relu ? "|relu" : "");
   return dnnl_util::cached<ConvFwdPlan>(key, [&] {
     using namespace dnnl;
     ConvFwdPlan plan;
@@ -489,7 +490,6 @@ void conv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
                     conv_backward_ref_typed<DT>(g, ctx, in, req, out, do_data, do_weights, bias));
 }
 
-
 // ---- _fused_conv_bn_act: Convolution → BatchNorm (inference) → optional ReLU in one kernel ----
 // Made only by the graph executor's inference rewrite (graph/fuse.cc). Inputs: data, weight,
 // [bias], gamma, beta, moving_mean, moving_var. Conv params as Convolution; the BatchNorm and
@@ -540,12 +540,14 @@ std::vector<ResourceRequest> fused_resources(const OpAttrs& attrs, const std::ve
   const ConvGeom g = conv_geom(p, in[0], out[0]);
   size_t bytes = ref_workspace_bytes(g);
 #if WEFT_USE_ONEDNN
-  bytes = std::max(bytes, dnnl_conv_workspace(g, true, false, hidden(attrs, "__act_type__", "none") == "relu"));
+  bytes = std::max(
+      bytes, dnnl_conv_workspace(g, true, false, hidden(attrs, "__act_type__", "none") == "relu"));
 #endif
   return {{ResourceRequest::Kind::kWorkspace, bytes}};
 }
 
-std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device, const std::vector<Shape>& in,
+std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device,
+                                            const std::vector<Shape>& in,
                                             const std::vector<DType>& types) {
   WEFT_CHECK_AS(NotImplemented, types[0] == DType::kFloat32)
       << attrs.where() << ": the fused convolution is float32 only, got " << dtype_name(types[0]);
@@ -555,7 +557,8 @@ std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device, const 
   s->eps = static_cast<float>(parse_float(hidden(attrs, "__bn_eps__", "0.001")));
   s->fix_gamma = parse_bool(hidden(attrs, "__bn_fix_gamma__", "True"));
   const std::string act = hidden(attrs, "__act_type__", "none");
-  WEFT_CHECK(act == "relu" || act == "none") << attrs.where() << ": __act_type__ must be relu or none, got " << act;
+  WEFT_CHECK(act == "relu" || act == "none")
+      << attrs.where() << ": __act_type__ must be relu or none, got " << act;
   s->relu = act == "relu";
   s->w_shape = in[1];
   s->b_shape = Shape{attrs.params<ConvolutionParam>().num_filter};
@@ -564,8 +567,8 @@ std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device, const 
   return s;
 }
 
-void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out) {
+void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
   auto& s = static_cast<FusedConvState&>(state);
   if (req[0] == OpReq::kNull) return;
   const int nin = static_cast<int>(in.size());
@@ -575,9 +578,10 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   bool stale = s.seen.empty();
   std::vector<std::pair<uint64_t, uint64_t>> now;
   for (int i = 1; i < nin; ++i) {
-    now.push_back(ctx.input_storage_ids && ctx.input_versions
-                      ? std::pair<uint64_t, uint64_t>{ctx.input_storage_ids[i], ctx.input_versions[i]}
-                      : std::pair<uint64_t, uint64_t>{0, 0});
+    now.push_back(
+        ctx.input_storage_ids && ctx.input_versions
+            ? std::pair<uint64_t, uint64_t>{ctx.input_storage_ids[i], ctx.input_versions[i]}
+            : std::pair<uint64_t, uint64_t>{0, 0});
     stale = stale || now.back().first == 0;
   }
   stale = stale || now != s.seen;

@@ -7,31 +7,59 @@ namespace weft {
 
 size_t dtype_size(DType type) {
   switch (type) {
-    case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
-    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: return 8;
-    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
-    case DType::kUInt8: case DType::kInt8: case DType::kBool: return 1;
-    case DType::kUnknown: break;
+    case DType::kFloat32:
+    case DType::kInt32:
+    case DType::kUInt32:
+      return 4;
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kUInt64:
+      return 8;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+    case DType::kUInt16:
+      return 2;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+      return 1;
+    case DType::kUnknown:
+      break;
   }
   WEFT_THROW(ValueError) << "dtype_size: unknown dtype (" << static_cast<int>(type) << ")";
 }
 
 const char* dtype_name(DType type) {
   switch (type) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kInt16: return "int16";
-    case DType::kUInt16: return "uint16";
-    case DType::kInt32: return "int32";
-    case DType::kUInt32: return "uint32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt64: return "uint64";
-    case DType::kBool: return "bool";
-    case DType::kUnknown: return "unknown";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt64:
+      return "uint64";
+    case DType::kBool:
+      return "bool";
+    case DType::kUnknown:
+      return "unknown";
   }
   return "invalid";
 }
@@ -60,12 +88,26 @@ DType dtype_from_flag(int flag) {
 DLDataTypeCompat to_dlpack(DType type) {
   const uint8_t bits = static_cast<uint8_t>(dtype_size(type) * 8);
   switch (type) {
-    case DType::kFloat32: case DType::kFloat64: case DType::kFloat16: return {2, bits, 1};
-    case DType::kBFloat16: return {4, 16, 1};
-    case DType::kInt8: case DType::kInt16: case DType::kInt32: case DType::kInt64: return {0, bits, 1};
-    case DType::kUInt8: case DType::kUInt16: case DType::kUInt32: case DType::kUInt64: return {1, bits, 1};
-    case DType::kBool: return {6, 8, 1};
-    case DType::kUnknown: break;
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kFloat16:
+      return {2, bits, 1};
+    case DType::kBFloat16:
+      return {4, 16, 1};
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return {0, bits, 1};
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64:
+      return {1, bits, 1};
+    case DType::kBool:
+      return {6, 8, 1};
+    case DType::kUnknown:
+      break;
   }
   WEFT_THROW(ValueError) << "to_dlpack: unknown dtype";
 }

@@ -49,52 +49,133 @@ DType from_dlpack(DLDataTypeCompat type);
 /// Maps a C++ type to its DType (float → kFloat32, ...).
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kInt8;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
 
 }  // namespace weft
 
 /// Calls `body` with `DT` bound to the C++ type of `dtype` for float32/float64/int32/int64/uint8/
 /// int8/bool; throws NotImplemented naming `what` for other types.
-#define WEFT_DTYPE_SWITCH(dtype, DT, what, ...)                                                 \
-  switch (dtype) {                                                                             \
-    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                    \
-    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                   \
-    case ::weft::DType::kInt32: { using DT = int32_t; __VA_ARGS__; break; }                    \
-    case ::weft::DType::kInt64: { using DT = int64_t; __VA_ARGS__; break; }                    \
-    case ::weft::DType::kUInt8: { using DT = uint8_t; __VA_ARGS__; break; }                    \
-    case ::weft::DType::kInt8: { using DT = int8_t; __VA_ARGS__; break; }                      \
-    case ::weft::DType::kBool: { using DT = bool; __VA_ARGS__; break; }                        \
-    default:                                                                                   \
-      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)            \
-                                 << " is not supported";                                       \
+#define WEFT_DTYPE_SWITCH(dtype, DT, what, ...)                                     \
+  switch (dtype) {                                                                  \
+    case ::weft::DType::kFloat32: {                                                 \
+      using DT = float;                                                             \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kFloat64: {                                                 \
+      using DT = double;                                                            \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt32: {                                                   \
+      using DT = int32_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt64: {                                                   \
+      using DT = int64_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kUInt8: {                                                   \
+      using DT = uint8_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt8: {                                                    \
+      using DT = int8_t;                                                            \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kBool: {                                                    \
+      using DT = bool;                                                              \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    default:                                                                        \
+      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype) \
+                                 << " is not supported";                            \
   }
 
 /// Like WEFT_DTYPE_SWITCH without bool (the arithmetic types).
-#define WEFT_ARITH_SWITCH(dtype, DT, what, ...)                                               \
-  switch (dtype) {                                                                           \
-    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                 \
-    case ::weft::DType::kInt32: { using DT = int32_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kInt64: { using DT = int64_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kUInt8: { using DT = uint8_t; __VA_ARGS__; break; }                  \
-    case ::weft::DType::kInt8: { using DT = int8_t; __VA_ARGS__; break; }                    \
-    default:                                                                                 \
-      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)          \
-                                 << " is not supported";                                     \
+#define WEFT_ARITH_SWITCH(dtype, DT, what, ...)                                     \
+  switch (dtype) {                                                                  \
+    case ::weft::DType::kFloat32: {                                                 \
+      using DT = float;                                                             \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kFloat64: {                                                 \
+      using DT = double;                                                            \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt32: {                                                   \
+      using DT = int32_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt64: {                                                   \
+      using DT = int64_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kUInt8: {                                                   \
+      using DT = uint8_t;                                                           \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kInt8: {                                                    \
+      using DT = int8_t;                                                            \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    default:                                                                        \
+      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype) \
+                                 << " is not supported";                            \
   }
 
 /// Like WEFT_DTYPE_SWITCH for the floating types only (float32, float64).
-#define WEFT_FLOAT_SWITCH(dtype, DT, what, ...)                                                \
-  switch (dtype) {                                                                             \
-    case ::weft::DType::kFloat32: { using DT = float; __VA_ARGS__; break; }                    \
-    case ::weft::DType::kFloat64: { using DT = double; __VA_ARGS__; break; }                   \
-    default:                                                                                   \
-      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype)            \
-                                 << " is not supported (float32 and float64 are)";             \
+#define WEFT_FLOAT_SWITCH(dtype, DT, what, ...)                                     \
+  switch (dtype) {                                                                  \
+    case ::weft::DType::kFloat32: {                                                 \
+      using DT = float;                                                             \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    case ::weft::DType::kFloat64: {                                                 \
+      using DT = double;                                                            \
+      __VA_ARGS__;                                                                  \
+      break;                                                                        \
+    }                                                                               \
+    default:                                                                        \
+      WEFT_THROW(NotImplemented) << what << ": dtype " << ::weft::dtype_name(dtype) \
+                                 << " is not supported (float32 and float64 are)";  \
   }

@@ -24,7 +24,8 @@ struct AddNParam {
 };
 
 template <typename DT>
-void add_n_typed(const OpContext& ctx, std::span<const TensorView> in, OpReq req, const TensorView& out) {
+void add_n_typed(const OpContext& ctx, std::span<const TensorView> in, OpReq req,
+                 const TensorView& out) {
   const int64_t n = out.size();
   const int k = static_cast<int>(in.size());
   DT* o = out.ptr<DT>();
@@ -94,7 +95,8 @@ struct ClipParam {
     s.field("a_min", &ClipParam::a_min).describe("minimum value");
     s.field("a_max", &ClipParam::a_max).describe("maximum value");
     s.check([](ClipParam& p) {
-      WEFT_CHECK(p.a_min <= p.a_max) << "a_min (" << p.a_min << ") must not exceed a_max (" << p.a_max << ")";
+      WEFT_CHECK(p.a_min <= p.a_max)
+          << "a_min (" << p.a_min << ") must not exceed a_max (" << p.a_max << ")";
     });
   }
 };
@@ -110,12 +112,14 @@ void clip_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }
 
 // inputs (ograd, data): ograd where a_min <= data <= a_max (MXNet's _backward_clip).
-void clip_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                           std::span<const OpReq> req, std::span<const TensorView> out) {
+void clip_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
   const auto& p = attrs.params<ClipParam>();
   WEFT_ARITH_SWITCH(out[0].dtype(), DT, attrs.where(), {
     const DT lo = static_cast<DT>(p.a_min), hi = static_cast<DT>(p.a_max);
-    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0], ctx.num_threads,
+    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0],
+                 ctx.num_threads,
                  [lo, hi](DT g, DT x) { return (x >= lo && x <= hi) ? g : DT(0); });
   });
 }
@@ -125,8 +129,8 @@ void clip_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span
 bool where_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   Shape s;
   if (!merge_shape(&s, in[1]) || !merge_shape(&s, in[2]) || !merge_shape(&s, out[0])) {
-    throw_shape_error(attrs, "x, y and the output must have one shape, got x " + in[1].to_string() + ", y " +
-                                 in[2].to_string() + ", output " + out[0].to_string());
+    throw_shape_error(attrs, "x, y and the output must have one shape, got x " + in[1].to_string() +
+                                 ", y " + in[2].to_string() + ", output " + out[0].to_string());
   }
   assign_input_shape(attrs, in, 1, s);
   assign_input_shape(attrs, in, 2, s);
@@ -208,8 +212,14 @@ void where_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<co
       const OpReq rx = req[0], ry = req[1];
       for_each_where<CT>(in[1], n, [&](bool nz, int64_t i) {
         const DT vx = nz ? g[i] : DT(0), vy = nz ? DT(0) : g[i];
-        if (rx == OpReq::kAdd) gx[i] += vx; else if (rx != OpReq::kNull) gx[i] = vx;
-        if (ry == OpReq::kAdd) gy[i] += vy; else if (ry != OpReq::kNull) gy[i] = vy;
+        if (rx == OpReq::kAdd)
+          gx[i] += vx;
+        else if (rx != OpReq::kNull)
+          gx[i] = vx;
+        if (ry == OpReq::kAdd)
+          gy[i] += vy;
+        else if (ry != OpReq::kNull)
+          gy[i] = vy;
       });
     });
   });
@@ -237,8 +247,9 @@ void cast_views(const OpAttrs& attrs, const OpContext& ctx, const TensorView& sr
     return;
   }
   WEFT_DTYPE_SWITCH(src.dtype(), ST, attrs.where(), {
-    WEFT_DTYPE_SWITCH(dst.dtype(), DT, attrs.where(),
-                      convert<ST, DT>(dst.size(), src.ptr<ST>(), dst.ptr<DT>(), req, ctx.num_threads));
+    WEFT_DTYPE_SWITCH(
+        dst.dtype(), DT, attrs.where(),
+        convert<ST, DT>(dst.size(), src.ptr<ST>(), dst.ptr<DT>(), req, ctx.num_threads));
   });
 }
 
@@ -248,8 +259,9 @@ void cast_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }
 
 // inputs (ograd, data): ograd converted to data's type.
-void cast_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                           std::span<const OpReq> req, std::span<const TensorView> out) {
+void cast_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
   cast_views(attrs, ctx, in[0], req[0], out[0]);
 }
 
@@ -266,16 +278,18 @@ struct MakeLossParam {
     s.field("valid_thresh", &MakeLossParam::valid_thresh)
         .set_default(0.0)
         .describe("elements above this count as valid (normalization=valid)");
-    s.enum_field("normalization", &MakeLossParam::normalization,
-                 {{"null", LossNorm::kNull}, {"batch", LossNorm::kBatch}, {"valid", LossNorm::kValid}})
+    s.enum_field(
+         "normalization", &MakeLossParam::normalization,
+         {{"null", LossNorm::kNull}, {"batch", LossNorm::kBatch}, {"valid", LossNorm::kValid}})
         .set_default(LossNorm::kNull)
         .describe("divide the gradient by nothing, the batch size or the valid count");
   }
 };
 
 // input (output of the forward) -> grad_scale / norm everywhere.
-void make_loss_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<const TensorView> in,
-                                std::span<const OpReq> req, std::span<const TensorView> out) {
+void make_loss_backward_compute(const OpAttrs& attrs, const OpContext&,
+                                std::span<const TensorView> in, std::span<const OpReq> req,
+                                std::span<const TensorView> out) {
   const auto& p = attrs.params<MakeLossParam>();
   WEFT_FLOAT_SWITCH(out[0].dtype(), DT, attrs.where(), {
     double scale = p.grad_scale;
@@ -285,7 +299,8 @@ void make_loss_backward_compute(const OpAttrs& attrs, const OpContext&, std::spa
     } else if (p.normalization == LossNorm::kValid) {
       const DT* x = in[0].ptr<DT>();
       int64_t valid = 0;
-      for (int64_t i = 0; i < in[0].size(); ++i) valid += x[i] > static_cast<DT>(p.valid_thresh) ? 1 : 0;
+      for (int64_t i = 0; i < in[0].size(); ++i)
+        valid += x[i] > static_cast<DT>(p.valid_thresh) ? 1 : 0;
       scale /= static_cast<double>(std::max<int64_t>(valid, 1));
     }
     fill<DT>(out[0].size(), out[0].ptr<DT>(), static_cast<DT>(scale), req[0]);
@@ -307,7 +322,8 @@ void register_elemwise_ops(OpRegistry& r) {
   r.register_op("add_n")
       .describe("Sums num_args arrays of one shape elementwise.")
       .set_params<AddNParam>()
-      .set_attr<FNumInputs>([](const OpAttrs& a) { return static_cast<int>(a.params<AddNParam>().num_args); })
+      .set_attr<FNumInputs>(
+          [](const OpAttrs& a) { return static_cast<int>(a.params<AddNParam>().num_args); })
       .set_attr<FInferShape>(infer_same_shape)
       .set_attr<FInplaceOption>(inplace_first)
       .set_attr<FCompute>(DeviceType::kCPU, add_n_compute)
@@ -326,11 +342,13 @@ void register_elemwise_ops(OpRegistry& r) {
       .set_attr<FInplaceOption>(inplace_first)
       .set_attr<FInplaceIdentity>(inplace_identity)
       .set_attr<FCompute>(DeviceType::kCPU, copy_compute)
-      .set_attr<FGradient>([](GradBuilder& b) { return std::vector<GradEntry>{b.emit1("_copy", {b.out_grad(0)})}; });
+      .set_attr<FGradient>(
+          [](GradBuilder& b) { return std::vector<GradEntry>{b.emit1("_copy", {b.out_grad(0)})}; });
   r.add_alias("identity", "_copy");
 
   auto no_grad = [](GradBuilder& b) {
-    return std::vector<GradEntry>(static_cast<size_t>(b.attrs().op->num_inputs(b.attrs())), GradBuilder::none());
+    return std::vector<GradEntry>(static_cast<size_t>(b.attrs().op->num_inputs(b.attrs())),
+                                  GradBuilder::none());
   };
   r.register_op("zeros_like")
       .describe("An array of zeros with the input's shape and type.")
@@ -358,7 +376,8 @@ void register_elemwise_ops(OpRegistry& r) {
   r.register_op("MakeLoss")
       .describe(
           "Identity in the forward pass; marks its input as a loss: the gradient is grad_scale "
-          "(divided by the batch size or valid count per normalization), whatever the head gradient.")
+          "(divided by the batch size or valid count per normalization), whatever the head "
+          "gradient.")
       .set_params<MakeLossParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
@@ -366,7 +385,8 @@ void register_elemwise_ops(OpRegistry& r) {
       .set_attr<FInplaceIdentity>(inplace_identity)
       .set_attr<FCompute>(DeviceType::kCPU, copy_compute)
       .set_attr<FGradient>([](GradBuilder& b) {
-        return std::vector<GradEntry>{b.emit_with_forward_attrs("_backward_MakeLoss", {b.output(0)})};
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_MakeLoss", {b.output(0)})};
       });
   r.register_op("_backward_MakeLoss")
       .describe("Gradient of MakeLoss: grad_scale / normalization, shaped like the forward output.")
@@ -383,7 +403,8 @@ void register_elemwise_ops(OpRegistry& r) {
       .set_attr<FInplaceOption>(inplace_first)
       .set_attr<FCompute>(DeviceType::kCPU, clip_compute)
       .set_attr<FGradient>([](GradBuilder& b) {
-        return std::vector<GradEntry>{b.emit_with_forward_attrs("_backward_clip", {b.out_grad(0), b.input(0)})};
+        return std::vector<GradEntry>{
+            b.emit_with_forward_attrs("_backward_clip", {b.out_grad(0), b.input(0)})};
       });
   r.add_alias("Clip", "clip");
   r.register_op("_backward_clip")
@@ -395,7 +416,8 @@ void register_elemwise_ops(OpRegistry& r) {
 
   r.register_op("where")
       .describe(
-          "Picks x where condition is non-zero, else y. condition has x's shape, or is 1-D of length "
+          "Picks x where condition is non-zero, else y. condition has x's shape, or is 1-D of "
+          "length "
           "x.shape[0] and selects whole rows.")
       .set_input_names({"condition", "x", "y"})
       .set_attr<FInferShape>(where_infer_shape)
@@ -409,16 +431,19 @@ void register_elemwise_ops(OpRegistry& r) {
       .describe("Gradient of where: (ograd where condition, ograd where not condition).")
       .set_input_names({"ograd", "condition"})
       .set_output_names({"x_grad", "y_grad"})
-      .set_attr<FInferShape>([](const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
-        Shape s = in[0];
-        if (!merge_shape(&s, out[0]) || !merge_shape(&s, out[1]))
-          throw_shape_error(attrs, "gradients must have the head gradient's shape " + in[0].to_string());
-        assign_input_shape(attrs, in, 0, s);
-        assign_output_shape(attrs, out, 0, s);
-        assign_output_shape(attrs, out, 1, s);
-        return s.known() && in[1].known();
-      })
-      .set_attr<FInferType>([](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+      .set_attr<FInferShape>(
+          [](const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+            Shape s = in[0];
+            if (!merge_shape(&s, out[0]) || !merge_shape(&s, out[1]))
+              throw_shape_error(
+                  attrs, "gradients must have the head gradient's shape " + in[0].to_string());
+            assign_input_shape(attrs, in, 0, s);
+            assign_output_shape(attrs, out, 0, s);
+            assign_output_shape(attrs, out, 1, s);
+            return s.known() && in[1].known();
+          })
+      .set_attr<FInferType>([](const OpAttrs& attrs, std::vector<DType>& in,
+                               std::vector<DType>& out) {
         DType t = in[0] != DType::kUnknown ? in[0] : (out[0] != DType::kUnknown ? out[0] : out[1]);
         assign_input_type(attrs, in, 0, t);
         assign_output_type(attrs, out, 0, t);
@@ -432,10 +457,11 @@ void register_elemwise_ops(OpRegistry& r) {
       .set_params<CastParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInferType>([](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
-        assign_output_type(attrs, out, 0, attrs.params<CastParam>().dtype);
-        return in[0] != DType::kUnknown;
-      })
+      .set_attr<FInferType>(
+          [](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+            assign_output_type(attrs, out, 0, attrs.params<CastParam>().dtype);
+            return in[0] != DType::kUnknown;
+          })
       .set_attr<FCompute>(DeviceType::kCPU, cast_compute)
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{b.emit1("_backward_Cast", {b.out_grad(0), b.input(0)})};
@@ -445,11 +471,12 @@ void register_elemwise_ops(OpRegistry& r) {
       .describe("Gradient of Cast: the head gradient converted back to the input's type.")
       .set_input_names({"ograd", "data"})
       .set_attr<FInferShape>(infer_first_two_like)
-      .set_attr<FInferType>([](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
-        assign_output_type(attrs, out, 0, in[1]);
-        assign_input_type(attrs, in, 1, out[0]);
-        return in[0] != DType::kUnknown && in[1] != DType::kUnknown;
-      })
+      .set_attr<FInferType>(
+          [](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+            assign_output_type(attrs, out, 0, in[1]);
+            assign_input_type(attrs, in, 1, out[0]);
+            return in[0] != DType::kUnknown && in[1] != DType::kUnknown;
+          })
       .set_attr<FCompute>(DeviceType::kCPU, cast_backward_compute);
 }
 

@@ -10,81 +10,158 @@ namespace {
 // ---- forward functors -------------------------------------------------------------------------
 
 struct AddF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a + b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a + b);
+  }
 };
 struct SubF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a - b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a - b);
+  }
 };
 struct MulF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a * b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a * b);
+  }
 };
 struct DivF {
-  template <typename T> T operator()(T a, T b) const { return safe_div(a, b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return safe_div(a, b);
+  }
 };
 struct PowF {
-  template <typename T> T operator()(T a, T b) const { return any_pow(a, b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return any_pow(a, b);
+  }
 };
 struct MaxF {
-  template <typename T> T operator()(T a, T b) const { return a > b ? a : b; }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
 };
 struct MinF {
-  template <typename T> T operator()(T a, T b) const { return a < b ? a : b; }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
 };
 struct EqF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a == b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a == b);
+  }
 };
 struct NeF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a != b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a != b);
+  }
 };
 struct GtF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a > b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a > b);
+  }
 };
 struct GeF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a >= b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a >= b);
+  }
 };
 struct LtF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a < b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a < b);
+  }
 };
 struct LeF {
-  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a <= b); }
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a <= b);
+  }
 };
 
 // ---- backward functors: lhs/rhs gradient from (head gradient, lhs, rhs) ------------------------
 
 struct AddG {
-  template <typename T> static T lhs(T g, T, T) { return g; }
-  template <typename T> static T rhs(T g, T, T) { return g; }
+  template <typename T>
+  static T lhs(T g, T, T) {
+    return g;
+  }
+  template <typename T>
+  static T rhs(T g, T, T) {
+    return g;
+  }
 };
 struct SubG {
-  template <typename T> static T lhs(T g, T, T) { return g; }
-  template <typename T> static T rhs(T g, T, T) { return static_cast<T>(T(0) - g); }
+  template <typename T>
+  static T lhs(T g, T, T) {
+    return g;
+  }
+  template <typename T>
+  static T rhs(T g, T, T) {
+    return static_cast<T>(T(0) - g);
+  }
 };
 struct MulG {
-  template <typename T> static T lhs(T g, T, T b) { return static_cast<T>(g * b); }
-  template <typename T> static T rhs(T g, T a, T) { return static_cast<T>(g * a); }
+  template <typename T>
+  static T lhs(T g, T, T b) {
+    return static_cast<T>(g * b);
+  }
+  template <typename T>
+  static T rhs(T g, T a, T) {
+    return static_cast<T>(g * a);
+  }
 };
 struct DivG {
-  template <typename T> static T lhs(T g, T, T b) { return safe_div(g, b); }
-  template <typename T> static T rhs(T g, T a, T b) { return safe_div(static_cast<T>(T(0) - g * a), static_cast<T>(b * b)); }
+  template <typename T>
+  static T lhs(T g, T, T b) {
+    return safe_div(g, b);
+  }
+  template <typename T>
+  static T rhs(T g, T a, T b) {
+    return safe_div(static_cast<T>(T(0) - g * a), static_cast<T>(b * b));
+  }
 };
 struct PowG {
   // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log(a). Integers go through double.
-  template <typename T> static T lhs(T g, T a, T b) {
+  template <typename T>
+  static T lhs(T g, T a, T b) {
     using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
     return static_cast<T>(C(g) * C(b) * std::pow(C(a), C(b) - C(1)));
   }
-  template <typename T> static T rhs(T g, T a, T b) {
+  template <typename T>
+  static T rhs(T g, T a, T b) {
     using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
     return static_cast<T>(C(g) * std::pow(C(a), C(b)) * std::log(C(a)));
   }
 };
 struct MaxG {  // ties go to lhs, as MXNet's ge/lt pair
-  template <typename T> static T lhs(T g, T a, T b) { return a >= b ? g : T(0); }
-  template <typename T> static T rhs(T g, T a, T b) { return a < b ? g : T(0); }
+  template <typename T>
+  static T lhs(T g, T a, T b) {
+    return a >= b ? g : T(0);
+  }
+  template <typename T>
+  static T rhs(T g, T a, T b) {
+    return a < b ? g : T(0);
+  }
 };
 struct MinG {
-  template <typename T> static T lhs(T g, T a, T b) { return a <= b ? g : T(0); }
-  template <typename T> static T rhs(T g, T a, T b) { return a > b ? g : T(0); }
+  template <typename T>
+  static T lhs(T g, T a, T b) {
+    return a <= b ? g : T(0);
+  }
+  template <typename T>
+  static T rhs(T g, T a, T b) {
+    return a > b ? g : T(0);
+  }
 };
 
 // ---- kernels ----------------------------------------------------------------------------------
@@ -93,8 +170,8 @@ template <typename F>
 void binary_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   WEFT_ARITH_SWITCH(out[0].dtype(), DT, attrs.where(),
-                    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0],
-                                 ctx.num_threads, F{}));
+                    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(),
+                                 req[0], ctx.num_threads, F{}));
 }
 
 // One row of a broadcast binary op: x/y advance by 1 when ls/rs, else stay on one element.
@@ -122,7 +199,8 @@ inline void broadcast_row(const DT* x, const DT* y, DT* o, int64_t n, bool ls, b
 }
 
 template <typename DT, typename F>
-void broadcast_typed(const TensorView& a, const TensorView& b, const TensorView& o, OpReq req, int threads) {
+void broadcast_typed(const TensorView& a, const TensorView& b, const TensorView& o, OpReq req,
+                     int threads) {
   const int64_t n = o.size();
   if (req == OpReq::kNull || n == 0) return;
   if (a.size() == n && b.size() == n) {
@@ -163,15 +241,18 @@ void broadcast_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<con
 // Backward of a (possibly broadcast) binary op: inputs (ograd, lhs, rhs), outputs gradients
 // shaped like lhs and rhs; broadcast axes are summed.
 template <typename DT, typename G>
-void binary_backward_typed(const TensorView& og, const TensorView& a, const TensorView& b, const TensorView& ga,
-                           const TensorView& gb, OpReq ra, OpReq rb, int threads) {
+void binary_backward_typed(const TensorView& og, const TensorView& a, const TensorView& b,
+                           const TensorView& ga, const TensorView& gb, OpReq ra, OpReq rb,
+                           int threads) {
   const int64_t n = og.size();
   const DT* g = og.ptr<DT>();
   const DT* x = a.ptr<DT>();
   const DT* y = b.ptr<DT>();
   if (a.size() == n && b.size() == n) {
-    map3<DT>(n, g, x, y, ga.ptr<DT>(), ra, threads, [](DT gv, DT xv, DT yv) { return G::lhs(gv, xv, yv); });
-    map3<DT>(n, g, x, y, gb.ptr<DT>(), rb, threads, [](DT gv, DT xv, DT yv) { return G::rhs(gv, xv, yv); });
+    map3<DT>(n, g, x, y, ga.ptr<DT>(), ra, threads,
+             [](DT gv, DT xv, DT yv) { return G::lhs(gv, xv, yv); });
+    map3<DT>(n, g, x, y, gb.ptr<DT>(), rb, threads,
+             [](DT gv, DT xv, DT yv) { return G::rhs(gv, xv, yv); });
     return;
   }
   DT* gx = ga.ptr<DT>();
@@ -186,26 +267,30 @@ void binary_backward_typed(const TensorView& og, const TensorView& a, const Tens
   const bool want_a = ra != OpReq::kNull, want_b = rb != OpReq::kNull;
   for_each_row(p, 0, p.rows(), [&](int64_t lo, int64_t ro, int64_t oo) {
     if (want_a) {
-      for (int64_t i = 0; i < inner; ++i) gx[lo + i * ls] += G::lhs(g[oo + i], x[lo + i * ls], y[ro + i * rs]);
+      for (int64_t i = 0; i < inner; ++i)
+        gx[lo + i * ls] += G::lhs(g[oo + i], x[lo + i * ls], y[ro + i * rs]);
     }
     if (want_b) {
-      for (int64_t i = 0; i < inner; ++i) gy[ro + i * rs] += G::rhs(g[oo + i], x[lo + i * ls], y[ro + i * rs]);
+      for (int64_t i = 0; i < inner; ++i)
+        gy[ro + i * rs] += G::rhs(g[oo + i], x[lo + i * ls], y[ro + i * rs]);
     }
   });
 }
 
 template <typename G>
-void binary_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                             std::span<const OpReq> req, std::span<const TensorView> out) {
+void binary_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                             std::span<const TensorView> in, std::span<const OpReq> req,
+                             std::span<const TensorView> out) {
   WEFT_ARITH_SWITCH(in[0].dtype(), DT, attrs.where(),
-                    binary_backward_typed<DT, G>(in[0], in[1], in[2], out[0], out[1], req[0], req[1],
-                                                 ctx.num_threads));
+                    binary_backward_typed<DT, G>(in[0], in[1], in[2], out[0], out[1], req[0],
+                                                 req[1], ctx.num_threads));
 }
 
 // _backward_add / _backward_sub of identical-shape ops: inputs (ograd) -> (ograd, ±ograd).
 template <bool kNegateRhs>
-void add_sub_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                              std::span<const OpReq> req, std::span<const TensorView> out) {
+void add_sub_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                              std::span<const TensorView> in, std::span<const OpReq> req,
+                              std::span<const TensorView> out) {
   WEFT_ARITH_SWITCH(in[0].dtype(), DT, attrs.where(), {
     const int64_t n = in[0].size();
     const DT* g = in[0].ptr<DT>();
@@ -226,8 +311,8 @@ bool broadcast_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
   if (!in[0].rank_known() || !in[1].rank_known()) return false;
   Shape o;
   if (!broadcast_shapes(in[0], in[1], &o)) {
-    throw_shape_error(attrs, "operands could not be broadcast together with shapes " + in[0].to_string() + " and " +
-                                 in[1].to_string());
+    throw_shape_error(attrs, "operands could not be broadcast together with shapes " +
+                                 in[0].to_string() + " and " + in[1].to_string());
   }
   assign_output_shape(attrs, out, 0, o);
   // Backward: an unknown operand dim is determined by a known output dim when the other operand
@@ -250,7 +335,8 @@ bool broadcast_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
 }
 
 // (ograd, lhs, rhs) -> (lhs_grad, rhs_grad): gradients take their operand's shape.
-bool broadcast_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool broadcast_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                    std::vector<Shape>& out) {
   assign_output_shape(attrs, out, 0, in[1]);
   assign_output_shape(attrs, out, 1, in[2]);
   assign_input_shape(attrs, in, 1, out[0]);
@@ -276,7 +362,8 @@ Op& reg_binary(OpRegistry& r, const std::string& name, const std::string& desc, 
   Op& op = r.register_op(name);
   op.describe(desc).set_input_names({"lhs", "rhs"});
   if (broadcast) {
-    op.set_attr<FInferShape>(broadcast_infer_shape).set_attr<FCompute>(DeviceType::kCPU, broadcast_compute<F>);
+    op.set_attr<FInferShape>(broadcast_infer_shape)
+        .set_attr<FCompute>(DeviceType::kCPU, broadcast_compute<F>);
   } else {
     op.set_attr<FInferShape>(infer_same_shape)
         .set_attr<FInplaceOption>(inplace_binary)
@@ -294,30 +381,36 @@ Op& reg_binary(OpRegistry& r, const std::string& name, const std::string& desc, 
 }
 
 template <typename G>
-void reg_binary_backward(OpRegistry& r, const std::string& name, const std::string& forward, bool broadcast) {
+void reg_binary_backward(OpRegistry& r, const std::string& name, const std::string& forward,
+                         bool broadcast) {
   r.register_op(name)
       .describe("Gradient of " + forward + ": (ograd, lhs, rhs) -> (lhs_grad, rhs_grad)" +
                 (broadcast ? ", summed over broadcast axes." : "."))
       .set_input_names({"ograd", "lhs", "rhs"})
       .set_output_names({"lhs_grad", "rhs_grad"})
-      .set_attr<FInferShape>(broadcast ? FInferShape(broadcast_backward_infer_shape) : FInferShape(infer_same_shape))
+      .set_attr<FInferShape>(broadcast ? FInferShape(broadcast_backward_infer_shape)
+                                       : FInferShape(infer_same_shape))
       .set_attr<FCompute>(DeviceType::kCPU, binary_backward_compute<G>);
 }
 
 template <typename F, typename G>
-void reg_arith(OpRegistry& r, const std::string& base, const std::string& elem_name, const std::string& what) {
+void reg_arith(OpRegistry& r, const std::string& base, const std::string& elem_name,
+               const std::string& what) {
   // Identical shapes.
-  reg_binary<F>(r, elem_name, what + " of two arrays of identical shape.", false, "_backward_" + base);
+  reg_binary<F>(r, elem_name, what + " of two arrays of identical shape.", false,
+                "_backward_" + base);
   // NumPy broadcasting.
-  reg_binary<F>(r, "broadcast_" + base, what + " with NumPy-style broadcasting.", true, "_backward_broadcast_" + base);
+  reg_binary<F>(r, "broadcast_" + base, what + " with NumPy-style broadcasting.", true,
+                "_backward_broadcast_" + base);
   reg_binary_backward<G>(r, "_backward_broadcast_" + base, "broadcast_" + base, true);
 }
 
 template <typename F>
 void reg_compare(OpRegistry& r, const std::string& base, const std::string& what) {
-  reg_binary<F>(r, "_" + base, "1 where lhs " + what + " rhs, else 0 (input dtype); identical shapes.", false, "");
-  reg_binary<F>(r, "broadcast_" + base, "1 where lhs " + what + " rhs, else 0 (input dtype); broadcasting.", true,
-                "");
+  reg_binary<F>(r, "_" + base,
+                "1 where lhs " + what + " rhs, else 0 (input dtype); identical shapes.", false, "");
+  reg_binary<F>(r, "broadcast_" + base,
+                "1 where lhs " + what + " rhs, else 0 (input dtype); broadcasting.", true, "");
 }
 
 }  // namespace

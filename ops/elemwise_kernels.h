@@ -65,7 +65,8 @@ inline void map2(int64_t n, const DT* a, const DT* b, OT* out, OpReq req, int th
 
 /// out[i] (=|+=) f(a[i], b[i], c[i]).
 template <typename DT, typename F>
-inline void map3(int64_t n, const DT* a, const DT* b, const DT* c, DT* out, OpReq req, int threads, F f) {
+inline void map3(int64_t n, const DT* a, const DT* b, const DT* c, DT* out, OpReq req, int threads,
+                 F f) {
   if (req == OpReq::kNull) return;
   if (req == OpReq::kAdd) {
     run_range(n, threads, [=](int64_t lo, int64_t hi) {

@@ -21,75 +21,138 @@ struct ScalarParam {
 
 // f(x, s) for "x op s"; the reversed ops swap the operands.
 struct PlusS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x + s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x + s);
+  }
 };
 struct MinusS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x - s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x - s);
+  }
 };
 struct RMinusS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(s - x); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(s - x);
+  }
 };
 struct MulS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x * s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x * s);
+  }
 };
 struct DivS {
-  template <typename T> T operator()(T x, T s) const { return safe_div(x, s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return safe_div(x, s);
+  }
 };
 struct RDivS {
-  template <typename T> T operator()(T x, T s) const { return safe_div(s, x); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return safe_div(s, x);
+  }
 };
 struct PowS {
-  template <typename T> T operator()(T x, T s) const { return any_pow(x, s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return any_pow(x, s);
+  }
 };
 struct RPowS {
-  template <typename T> T operator()(T x, T s) const { return any_pow(s, x); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return any_pow(s, x);
+  }
 };
 struct MaxS {
-  template <typename T> T operator()(T x, T s) const { return x > s ? x : s; }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return x > s ? x : s;
+  }
 };
 struct MinS {
-  template <typename T> T operator()(T x, T s) const { return x < s ? x : s; }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return x < s ? x : s;
+  }
 };
 struct EqS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x == s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x == s);
+  }
 };
 struct NeS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x != s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x != s);
+  }
 };
 struct GtS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x > s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x > s);
+  }
 };
 struct GeS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x >= s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x >= s);
+  }
 };
 struct LtS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x < s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x < s);
+  }
 };
 struct LeS {
-  template <typename T> T operator()(T x, T s) const { return static_cast<T>(x <= s); }
+  template <typename T>
+  T operator()(T x, T s) const {
+    return static_cast<T>(x <= s);
+  }
 };
 
 // Backward functors: derivative factor d(x op s)/dx from (v, s), v being the forward input or
 // output per kUsesOutput.
 struct RDivSG {  // d(s/x)/dx = -s/x^2
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T grad(T x, T s) { return -s / (x * x); }
+  template <typename T>
+  static T grad(T x, T s) {
+    return -s / (x * x);
+  }
 };
 struct PowSG {  // d(x^s)/dx = s x^(s-1)
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T grad(T x, T s) { return s * std::pow(x, s - T(1)); }
+  template <typename T>
+  static T grad(T x, T s) {
+    return s * std::pow(x, s - T(1));
+  }
 };
 struct RPowSG {  // d(s^x)/dx = s^x log(s) = y log(s)
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T grad(T y, T s) { return y * std::log(s); }
+  template <typename T>
+  static T grad(T y, T s) {
+    return y * std::log(s);
+  }
 };
 struct MaxSG {  // MXNet: ge
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T grad(T x, T s) { return x >= s ? T(1) : T(0); }
+  template <typename T>
+  static T grad(T x, T s) {
+    return x >= s ? T(1) : T(0);
+  }
 };
 struct MinSG {  // MXNet: le
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T grad(T x, T s) { return x <= s ? T(1) : T(0); }
+  template <typename T>
+  static T grad(T x, T s) {
+    return x <= s ? T(1) : T(0);
+  }
 };
 
 template <typename F>
@@ -116,13 +179,14 @@ void scalar_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 
 // inputs (ograd, value) -> ograd * G::grad(value, scalar).
 template <typename G>
-void scalar_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                             std::span<const OpReq> req, std::span<const TensorView> out) {
+void scalar_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                             std::span<const TensorView> in, std::span<const OpReq> req,
+                             std::span<const TensorView> out) {
   const ScalarParam& p = attrs.params<ScalarParam>();
   WEFT_FLOAT_SWITCH(out[0].dtype(), DT, attrs.where(), {
     const DT s = static_cast<DT>(p.scalar);
-    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0], ctx.num_threads,
-                 [s](DT g, DT v) { return g * G::grad(v, s); });
+    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0],
+                 ctx.num_threads, [s](DT g, DT v) { return g * G::grad(v, s); });
   });
 }
 
@@ -180,12 +244,16 @@ void register_elemwise_scalar_ops(OpRegistry& r) {
   reg_scalar_backward<MinSG>(r, reg_scalar<MinS>(r, "_minimum_scalar", "min(x, scalar)."));
 
   auto no_grad = [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; };
-  reg_scalar<EqS>(r, "_equal_scalar", "1 where x == scalar, else 0 (input dtype).").set_attr<FGradient>(no_grad);
-  reg_scalar<NeS>(r, "_not_equal_scalar", "1 where x != scalar, else 0 (input dtype).").set_attr<FGradient>(no_grad);
-  reg_scalar<GtS>(r, "_greater_scalar", "1 where x > scalar, else 0 (input dtype).").set_attr<FGradient>(no_grad);
+  reg_scalar<EqS>(r, "_equal_scalar", "1 where x == scalar, else 0 (input dtype).")
+      .set_attr<FGradient>(no_grad);
+  reg_scalar<NeS>(r, "_not_equal_scalar", "1 where x != scalar, else 0 (input dtype).")
+      .set_attr<FGradient>(no_grad);
+  reg_scalar<GtS>(r, "_greater_scalar", "1 where x > scalar, else 0 (input dtype).")
+      .set_attr<FGradient>(no_grad);
   reg_scalar<GeS>(r, "_greater_equal_scalar", "1 where x >= scalar, else 0 (input dtype).")
       .set_attr<FGradient>(no_grad);
-  reg_scalar<LtS>(r, "_lesser_scalar", "1 where x < scalar, else 0 (input dtype).").set_attr<FGradient>(no_grad);
+  reg_scalar<LtS>(r, "_lesser_scalar", "1 where x < scalar, else 0 (input dtype).")
+      .set_attr<FGradient>(no_grad);
   reg_scalar<LeS>(r, "_lesser_equal_scalar", "1 where x <= scalar, else 0 (input dtype).")
       .set_attr<FGradient>(no_grad);
 

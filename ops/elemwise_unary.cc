@@ -11,49 +11,93 @@ namespace {
 // backward op receives (the forward input, or the output when kUsesOutput).
 struct ReluF {
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T fwd(T x) { return x > T(0) ? x : T(0); }
-  template <typename T> static T grad(T y) { return y > T(0) ? T(1) : T(0); }
+  template <typename T>
+  static T fwd(T x) {
+    return x > T(0) ? x : T(0);
+  }
+  template <typename T>
+  static T grad(T y) {
+    return y > T(0) ? T(1) : T(0);
+  }
 };
 struct SigmoidF {
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T fwd(T x) { return T(1) / (T(1) + std::exp(-x)); }
-  template <typename T> static T grad(T y) { return y * (T(1) - y); }
+  template <typename T>
+  static T fwd(T x) {
+    return T(1) / (T(1) + std::exp(-x));
+  }
+  template <typename T>
+  static T grad(T y) {
+    return y * (T(1) - y);
+  }
 };
 struct TanhF {
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T fwd(T x) { return std::tanh(x); }
-  template <typename T> static T grad(T y) { return T(1) - y * y; }
+  template <typename T>
+  static T fwd(T x) {
+    return std::tanh(x);
+  }
+  template <typename T>
+  static T grad(T y) {
+    return T(1) - y * y;
+  }
 };
 struct ExpF {
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T fwd(T x) { return std::exp(x); }
-  template <typename T> static T grad(T y) { return y; }
+  template <typename T>
+  static T fwd(T x) {
+    return std::exp(x);
+  }
+  template <typename T>
+  static T grad(T y) {
+    return y;
+  }
 };
 struct LogF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) { return std::log(x); }
-  template <typename T> static T grad(T x) { return T(1) / x; }
+  template <typename T>
+  static T fwd(T x) {
+    return std::log(x);
+  }
+  template <typename T>
+  static T grad(T x) {
+    return T(1) / x;
+  }
 };
 struct SqrtF {
   static constexpr bool kUsesOutput = true;
-  template <typename T> static T fwd(T x) { return std::sqrt(x); }
-  template <typename T> static T grad(T y) { return T(0.5) / y; }
+  template <typename T>
+  static T fwd(T x) {
+    return std::sqrt(x);
+  }
+  template <typename T>
+  static T grad(T y) {
+    return T(0.5) / y;
+  }
 };
 struct SquareF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) { return static_cast<T>(x * x); }
-  template <typename T> static T grad(T x) { return static_cast<T>(T(2) * x); }
+  template <typename T>
+  static T fwd(T x) {
+    return static_cast<T>(x * x);
+  }
+  template <typename T>
+  static T grad(T x) {
+    return static_cast<T>(T(2) * x);
+  }
 };
 struct AbsF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) {
+  template <typename T>
+  static T fwd(T x) {
     if constexpr (std::is_unsigned_v<T>) {
       return x;
     } else {
       return x < T(0) ? static_cast<T>(T(0) - x) : x;
     }
   }
-  template <typename T> static T grad(T x) {
+  template <typename T>
+  static T grad(T x) {
     if constexpr (std::is_unsigned_v<T>) {
       return x > T(0) ? T(1) : T(0);
     } else {
@@ -63,18 +107,36 @@ struct AbsF {
 };
 struct ReciprocalF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) { return T(1) / x; }
-  template <typename T> static T grad(T x) { return T(-1) / (x * x); }
+  template <typename T>
+  static T fwd(T x) {
+    return T(1) / x;
+  }
+  template <typename T>
+  static T grad(T x) {
+    return T(-1) / (x * x);
+  }
 };
 struct SinF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) { return std::sin(x); }
-  template <typename T> static T grad(T x) { return std::cos(x); }
+  template <typename T>
+  static T fwd(T x) {
+    return std::sin(x);
+  }
+  template <typename T>
+  static T grad(T x) {
+    return std::cos(x);
+  }
 };
 struct CosF {
   static constexpr bool kUsesOutput = false;
-  template <typename T> static T fwd(T x) { return std::cos(x); }
-  template <typename T> static T grad(T x) { return -std::sin(x); }
+  template <typename T>
+  static T fwd(T x) {
+    return std::cos(x);
+  }
+  template <typename T>
+  static T grad(T x) {
+    return -std::sin(x);
+  }
 };
 
 template <typename F, bool kFloatOnly>
@@ -93,10 +155,12 @@ void unary_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
 
 // inputs (ograd, value) -> ograd * F::grad(value).
 template <typename F, bool kFloatOnly>
-void unary_backward_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                            std::span<const OpReq> req, std::span<const TensorView> out) {
+void unary_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
+                            std::span<const TensorView> in, std::span<const OpReq> req,
+                            std::span<const TensorView> out) {
   auto run = [&]<typename DT>() {
-    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0], ctx.num_threads,
+    map2<DT, DT>(out[0].size(), in[0].ptr<DT>(), in[1].ptr<DT>(), out[0].ptr<DT>(), req[0],
+                 ctx.num_threads,
                  [](DT g, DT v) { return static_cast<DT>(g * F::template grad<DT>(v)); });
   };
   if constexpr (kFloatOnly) {
@@ -123,7 +187,8 @@ void reg_unary(OpRegistry& r, const std::string& name, const std::string& desc) 
   r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(unary_compute<F, kFloatOnly>));
   const std::string value_name = F::kUsesOutput ? "output" : "data";
   r.register_op(bwd)
-      .describe("Gradient of " + name + ": ograd times the derivative, from the forward " + value_name + ".")
+      .describe("Gradient of " + name + ": ograd times the derivative, from the forward " +
+                value_name + ".")
       .set_input_names({"ograd", value_name})
       .set_attr<FInferShape>(infer_same_shape)
       .set_attr<FInplaceOption>(inplace_first)
@@ -133,8 +198,8 @@ void reg_unary(OpRegistry& r, const std::string& name, const std::string& desc) 
 void negative_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                       std::span<const OpReq> req, std::span<const TensorView> out) {
   WEFT_ARITH_SWITCH(out[0].dtype(), DT, attrs.where(),
-                    map1<DT, DT>(out[0].size(), in[0].ptr<DT>(), out[0].ptr<DT>(), req[0], ctx.num_threads,
-                                 [](DT x) { return static_cast<DT>(DT(0) - x); }));
+                    map1<DT, DT>(out[0].size(), in[0].ptr<DT>(), out[0].ptr<DT>(), req[0],
+                                 ctx.num_threads, [](DT x) { return static_cast<DT>(DT(0) - x); }));
 }
 
 }  // namespace

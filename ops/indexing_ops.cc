@@ -13,7 +13,6 @@
 
 namespace weft::detail {
 
-
 namespace {
 
 // ---- helpers -------------------------------------------------------------------------------
@@ -23,7 +22,9 @@ std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
   for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
   return s;
 }
-std::vector<int64_t> compact_strides(const TensorView& v) { return compact_strides(v.shape, v.ndim); }
+std::vector<int64_t> compact_strides(const TensorView& v) {
+  return compact_strides(v.shape, v.ndim);
+}
 
 char* elem_ptr(const TensorView& v, int64_t offset) {
   return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
@@ -51,7 +52,8 @@ std::vector<std::optional<int64_t>> parse_optional_tuple(const std::string& text
   s = trim(s);
   if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
     const char close = s.front() == '(' ? ')' : ']';
-    WEFT_CHECK(s.size() >= 2 && s.back() == close) << "expected a tuple like (1, None), got '" << text << "'";
+    WEFT_CHECK(s.size() >= 2 && s.back() == close)
+        << "expected a tuple like (1, None), got '" << text << "'";
     s = s.substr(1, s.size() - 2);
   }
   std::vector<std::optional<int64_t>> out;
@@ -59,7 +61,8 @@ std::vector<std::optional<int64_t>> parse_optional_tuple(const std::string& text
   size_t start = 0;
   while (true) {
     const size_t comma = s.find(',', start);
-    const std::string item = trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string item =
+        trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (item.empty()) {
       WEFT_CHECK(comma == std::string::npos) << "empty element in '" << text << "'";
     } else if (is_none(item)) {
@@ -77,9 +80,13 @@ struct SliceParam {
   std::string begin_text, end_text, step_text;
   std::vector<std::optional<int64_t>> begin, end, step;  // parsed by the check
   static void declare(ParamSchema<SliceParam>& s) {
-    s.field("begin", &SliceParam::begin_text).describe("starting indices; None entries start at the edge");
-    s.field("end", &SliceParam::end_text).describe("ending indices (exclusive); None entries run to the edge");
-    s.field("step", &SliceParam::step_text).set_default("()").describe("steps (default 1); negative walks backwards");
+    s.field("begin", &SliceParam::begin_text)
+        .describe("starting indices; None entries start at the edge");
+    s.field("end", &SliceParam::end_text)
+        .describe("ending indices (exclusive); None entries run to the edge");
+    s.field("step", &SliceParam::step_text)
+        .set_default("()")
+        .describe("steps (default 1); negative walks backwards");
     s.check([](SliceParam& p) {
       p.begin = parse_optional_tuple(p.begin_text);
       p.end = parse_optional_tuple(p.end_text);
@@ -101,7 +108,8 @@ struct SliceRange {
 SliceRange slice_range(const OpAttrs& attrs, const SliceParam& p, const Shape& in) {
   const int nd = in.ndim();
   if (static_cast<int>(p.begin.size()) > nd) {
-    throw_shape_error(attrs, "begin " + p.begin_text + " has more entries than input " + in.to_string() + " has dims");
+    throw_shape_error(attrs, "begin " + p.begin_text + " has more entries than input " +
+                                 in.to_string() + " has dims");
   }
   SliceRange r;
   for (int i = 0; i < nd; ++i) {
@@ -133,7 +141,8 @@ SliceRange slice_range(const OpAttrs& attrs, const SliceParam& p, const Shape& i
     if (b < 0 || b > len - 1) b = -1;
     e = std::min(std::max<int64_t>(e, -1), len);
     int64_t n = 0;
-    if (e != b && b >= 0) n = s > 0 ? (e > b ? (e - b - 1) / s + 1 : 0) : (e < b ? (b - e - 1) / (-s) + 1 : 0);
+    if (e != b && b >= 0)
+      n = s > 0 ? (e > b ? (e - b - 1) / s + 1 : 0) : (e < b ? (b - e - 1) / (-s) + 1 : 0);
     r.begin.push_back(std::max<int64_t>(b, 0));
     r.len.push_back(n);
   }
@@ -153,8 +162,8 @@ bool slice_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
 
 // Copies between the slice `r` of `data` and the compact `part`: forward gathers into part;
 // backward (to_data) writes part into the slice, zeroing the rest first unless accumulating.
-void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& data, const TensorView& part, OpReq req,
-                bool to_data) {
+void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& data,
+                const TensorView& part, OpReq req, bool to_data) {
   if (req == OpReq::kNull) return;
   const std::vector<int64_t> ds = compact_strides(data), ps = compact_strides(part);
   std::vector<int64_t> strided(data.ndim);
@@ -167,22 +176,24 @@ void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& dat
   if (to_data) {
     if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
     if (part.size() == 0) return;
-    shape_ops_strided_copy(elem_ptr(data, base), strided.data(), part.raw(), ps.data(), part.shape, part.ndim,
-                           data.dtype(), add, ctx.num_threads);
+    shape_ops_strided_copy(elem_ptr(data, base), strided.data(), part.raw(), ps.data(), part.shape,
+                           part.ndim, data.dtype(), add, ctx.num_threads);
   } else {
     if (part.size() == 0) return;
-    shape_ops_strided_copy(part.raw(), ps.data(), elem_ptr(data, base), strided.data(), part.shape, part.ndim,
-                           data.dtype(), add, ctx.num_threads);
+    shape_ops_strided_copy(part.raw(), ps.data(), elem_ptr(data, base), strided.data(), part.shape,
+                           part.ndim, data.dtype(), add, ctx.num_threads);
   }
 }
 
 void slice_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[0].shape_of()), in[0], out[0], req[0], false);
+  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[0].shape_of()), in[0], out[0],
+             req[0], false);
 }
 void slice_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[1].shape_of()), out[0], in[0], req[0], true);
+  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[1].shape_of()), out[0], in[0],
+             req[0], true);
 }
 
 // ---- slice_axis ----------------------------------------------------------------------------
@@ -215,9 +226,10 @@ SliceRange slice_axis_range(const OpAttrs& attrs, const Shape& in) {
     e = p.end ? *p.end : size;
     if (e < 0) e += size;
     if (e > size || b >= e || b < 0) {
-      throw_shape_error(attrs, "invalid range begin=" + std::to_string(p.begin) + ", end=" +
-                                   (p.end ? std::to_string(*p.end) : std::string("None")) + " for axis " +
-                                   std::to_string(axis) + " of size " + std::to_string(size));
+      throw_shape_error(
+          attrs, "invalid range begin=" + std::to_string(p.begin) +
+                     ", end=" + (p.end ? std::to_string(*p.end) : std::string("None")) +
+                     " for axis " + std::to_string(axis) + " of size " + std::to_string(size));
     }
   } else {
     b = 0;
@@ -257,20 +269,24 @@ void slice_axis_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 struct BroadcastToParam {
   Shape shape;
   static void declare(ParamSchema<BroadcastToParam>& s) {
-    s.field("shape", &BroadcastToParam::shape).set_default(Shape(std::vector<int64_t>{}))
+    s.field("shape", &BroadcastToParam::shape)
+        .set_default(Shape(std::vector<int64_t>{}))
         .describe("target shape; 0 keeps the input's dimension");
     s.check([](BroadcastToParam& p) {
-      for (int64_t d : p.shape) WEFT_CHECK(d >= 0) << "shape entries must be >= 0, got " << format_shape_attr(p.shape);
+      for (int64_t d : p.shape)
+        WEFT_CHECK(d >= 0) << "shape entries must be >= 0, got " << format_shape_attr(p.shape);
     });
   }
 };
 
-bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                              std::vector<Shape>& out) {
   const Shape& target = attrs.params<BroadcastToParam>().shape;
   const int nd = target.ndim();
   if (in[0].rank_known() && in[0].ndim() != nd) {
-    throw_shape_error(attrs, "input " + in[0].to_string() + " does not have the " + std::to_string(nd) +
-                                 " dims of shape " + format_shape_attr(target));
+    throw_shape_error(attrs, "input " + in[0].to_string() + " does not have the " +
+                                 std::to_string(nd) + " dims of shape " +
+                                 format_shape_attr(target));
   }
   Shape s_in = in[0].rank_known() ? in[0] : Shape::filled(nd, -1);
   Shape s_out = Shape::filled(nd, -1);
@@ -279,7 +295,8 @@ bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std:
       s_out[i] = s_in[i];
     } else {
       if (s_in[i] >= 0 && s_in[i] != 1 && s_in[i] != target[i]) {
-        throw_shape_error(attrs, "cannot broadcast input " + in[0].to_string() + " to " + format_shape_attr(target));
+        throw_shape_error(attrs, "cannot broadcast input " + in[0].to_string() + " to " +
+                                     format_shape_attr(target));
       }
       s_out[i] = target[i];
     }
@@ -303,25 +320,27 @@ void broadcast_to_forward(const OpAttrs&, const OpContext& ctx, std::span<const 
                           std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::vector<int64_t> src = broadcast_strides(in[0], out[0]), dst = compact_strides(out[0]);
-  shape_ops_strided_copy(out[0].raw(), dst.data(), in[0].raw(), src.data(), out[0].shape, out[0].ndim,
-                         out[0].dtype(), accumulates(req[0]), ctx.num_threads);
+  shape_ops_strided_copy(out[0].raw(), dst.data(), in[0].raw(), src.data(), out[0].shape,
+                         out[0].ndim, out[0].dtype(), accumulates(req[0]), ctx.num_threads);
 }
 
 // Sums `grad` (big) into `dst` (small) over the broadcast dims.
-void broadcast_reduce(const OpContext& ctx, const TensorView& grad, OpReq req, const TensorView& dst,
-                      const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& iter_shape,
+void broadcast_reduce(const OpContext& ctx, const TensorView& grad, OpReq req,
+                      const TensorView& dst, const std::vector<int64_t>& dst_strides,
+                      const std::vector<int64_t>& iter_shape,
                       const std::vector<int64_t>& grad_strides) {
   if (req == OpReq::kNull) return;
   if (!accumulates(req)) shape_ops_zero(dst.raw(), dst.bytes(), ctx.num_threads);
-  shape_ops_strided_copy(dst.raw(), dst_strides.data(), grad.raw(), grad_strides.data(), iter_shape.data(),
-                         static_cast<int>(iter_shape.size()), dst.dtype(), true, ctx.num_threads);
+  shape_ops_strided_copy(dst.raw(), dst_strides.data(), grad.raw(), grad_strides.data(),
+                         iter_shape.data(), static_cast<int>(iter_shape.size()), dst.dtype(), true,
+                         ctx.num_threads);
 }
 
 void broadcast_to_backward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
                            std::span<const OpReq> req, std::span<const TensorView> out) {
   const TensorView& og = in[0];
-  broadcast_reduce(ctx, og, req[0], out[0], broadcast_strides(out[0], og), og.shape_of().to_vector(),
-                   compact_strides(og));
+  broadcast_reduce(ctx, og, req[0], out[0], broadcast_strides(out[0], og),
+                   og.shape_of().to_vector(), compact_strides(og));
 }
 
 // ---- tile ----------------------------------------------------------------------------------
@@ -329,15 +348,18 @@ void broadcast_to_backward(const OpAttrs&, const OpContext& ctx, std::span<const
 struct TileParam {
   Shape reps;
   static void declare(ParamSchema<TileParam>& s) {
-    s.field("reps", &TileParam::reps).describe("repetitions per axis (aligned to the trailing axes)");
+    s.field("reps", &TileParam::reps)
+        .describe("repetitions per axis (aligned to the trailing axes)");
     s.check([](TileParam& p) {
-      for (int64_t d : p.reps) WEFT_CHECK(d >= 1) << "reps entries must be positive, got " << format_shape_attr(p.reps);
+      for (int64_t d : p.reps)
+        WEFT_CHECK(d >= 1) << "reps entries must be positive, got " << format_shape_attr(p.reps);
     });
   }
 };
 
 // Input dims and reps padded with leading 1s to the output rank.
-void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p, std::vector<int64_t>* reps_p) {
+void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p,
+                 std::vector<int64_t>* reps_p) {
   const int nd = std::max(in.ndim(), reps.ndim());
   in_p->assign(nd, 1);
   reps_p->assign(nd, 1);
@@ -358,7 +380,9 @@ bool tile_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
   for (int i = 0; i < back.ndim(); ++i) {
     const int64_t o = out[0][lead + i], r = rp[lead + i];
     if (back[i] < 0 && o >= 0) {
-      if (o % r != 0) throw_shape_error(attrs, "output " + out[0].to_string() + " is not a tiling of " + in[0].to_string());
+      if (o % r != 0)
+        throw_shape_error(
+            attrs, "output " + out[0].to_string() + " is not a tiling of " + in[0].to_string());
       back[i] = o / r;
     }
   }
@@ -367,11 +391,13 @@ bool tile_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
 }
 
 // The tile as a broadcast: iteration dims (rep_k, in_k) per output axis k.
-void tile_layout(const TensorView& x, const TensorView& y, const Shape& reps, std::vector<int64_t>* iter,
-                 std::vector<int64_t>* y_strides, std::vector<int64_t>* x_strides) {
+void tile_layout(const TensorView& x, const TensorView& y, const Shape& reps,
+                 std::vector<int64_t>* iter, std::vector<int64_t>* y_strides,
+                 std::vector<int64_t>* x_strides) {
   std::vector<int64_t> ip, rp;
   tile_padded(reps, x.shape_of(), &ip, &rp);
-  const std::vector<int64_t> ys = compact_strides(y), xs = compact_strides(ip.data(), static_cast<int>(ip.size()));
+  const std::vector<int64_t> ys = compact_strides(y),
+                             xs = compact_strides(ip.data(), static_cast<int>(ip.size()));
   for (size_t k = 0; k < ip.size(); ++k) {
     iter->push_back(rp[k]);
     iter->push_back(ip[k]);
@@ -387,8 +413,9 @@ void tile_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
   if (req[0] == OpReq::kNull) return;
   std::vector<int64_t> iter, ys, xs;
   tile_layout(in[0], out[0], attrs.params<TileParam>().reps, &iter, &ys, &xs);
-  shape_ops_strided_copy(out[0].raw(), ys.data(), in[0].raw(), xs.data(), iter.data(), static_cast<int>(iter.size()),
-                         out[0].dtype(), accumulates(req[0]), ctx.num_threads);
+  shape_ops_strided_copy(out[0].raw(), ys.data(), in[0].raw(), xs.data(), iter.data(),
+                         static_cast<int>(iter.size()), out[0].dtype(), accumulates(req[0]),
+                         ctx.num_threads);
 }
 
 void tile_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -411,10 +438,10 @@ Op& register_like_data_backward(OpRegistry& r, const std::string& name, FCompute
 
 FGradient grad_via_backward(const std::string& name) {
   return [name](GradBuilder& b) {
-    return std::vector<GradEntry>{b.emit_with_forward_attrs("_backward_" + name, {b.out_grad(0), b.input(0)})};
+    return std::vector<GradEntry>{
+        b.emit_with_forward_attrs("_backward_" + name, {b.out_grad(0), b.input(0)})};
   };
 }
-
 
 // ---- Embedding ---------------------------------------------------------------------------
 
@@ -424,10 +451,17 @@ struct EmbeddingParam {
   DType dtype = DType::kFloat32;
   bool sparse_grad = false;
   static void declare(ParamSchema<EmbeddingParam>& s) {
-    s.field("input_dim", &EmbeddingParam::input_dim).lower_bound(1).describe("vocabulary size (rows of weight)");
-    s.field("output_dim", &EmbeddingParam::output_dim).lower_bound(1).describe("embedding size (columns of weight)");
-    s.field("dtype", &EmbeddingParam::dtype).set_default(DType::kFloat32).describe("type of weight and output");
-    s.field("sparse_grad", &EmbeddingParam::sparse_grad).set_default(false)
+    s.field("input_dim", &EmbeddingParam::input_dim)
+        .lower_bound(1)
+        .describe("vocabulary size (rows of weight)");
+    s.field("output_dim", &EmbeddingParam::output_dim)
+        .lower_bound(1)
+        .describe("embedding size (columns of weight)");
+    s.field("dtype", &EmbeddingParam::dtype)
+        .set_default(DType::kFloat32)
+        .describe("type of weight and output");
+    s.field("sparse_grad", &EmbeddingParam::sparse_grad)
+        .set_default(false)
         .describe("MXNet: row_sparse weight gradient; here the gradient is always dense");
   }
 };
@@ -450,7 +484,9 @@ bool embedding_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
 // Weight and output share one type (the weight's when known, else `dtype`); the indices keep
 // theirs (any numeric type; float indices are usual) and default to that type.
 bool embedding_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
-  DType t = in[1] != DType::kUnknown ? in[1] : out[0] != DType::kUnknown ? out[0] : attrs.params<EmbeddingParam>().dtype;
+  DType t = in[1] != DType::kUnknown    ? in[1]
+            : out[0] != DType::kUnknown ? out[0]
+                                        : attrs.params<EmbeddingParam>().dtype;
   assign_input_type(attrs, in, 1, t);
   assign_output_type(attrs, out, 0, t);
   if (in[0] == DType::kUnknown) in[0] = t;
@@ -466,8 +502,8 @@ int64_t clipped_index(const I* idx, int64_t i, int64_t rows) {
 }
 
 template <typename I, typename T>
-void embedding_add_rows(const OpContext& ctx, const I* idx, int64_t n, const T* weight, int64_t rows, int64_t cols,
-                        T* out) {
+void embedding_add_rows(const OpContext& ctx, const I* idx, int64_t n, const T* weight,
+                        int64_t rows, int64_t cols, T* out) {
   parallel_for(n, std::max<int64_t>(1, 4096 / cols), ctx.num_threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const T* src = weight + clipped_index(idx, i, rows) * cols;
@@ -485,10 +521,11 @@ void embedding_forward(const OpAttrs&, const OpContext& ctx, std::span<const Ten
   const TensorView& y = out[0];
   const int64_t n = data.size(), rows = weight.shape[0], cols = weight.shape[1];
   if (req[0] == OpReq::kAdd) {
-    WEFT_DTYPE_SWITCH(data.dtype(), I, "Embedding indices",
-                      WEFT_DTYPE_SWITCH(y.dtype(), T, "Embedding (req=add)",
-                                        embedding_add_rows<I, T>(ctx, data.ptr<I>(), n, weight.ptr<T>(), rows, cols,
-                                                                 y.ptr<T>())));
+    WEFT_DTYPE_SWITCH(
+        data.dtype(), I, "Embedding indices",
+        WEFT_DTYPE_SWITCH(y.dtype(), T, "Embedding (req=add)",
+                          embedding_add_rows<I, T>(ctx, data.ptr<I>(), n, weight.ptr<T>(), rows,
+                                                   cols, y.ptr<T>())));
     return;
   }
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(y.dtype());
@@ -506,7 +543,8 @@ void embedding_forward(const OpAttrs&, const OpContext& ctx, std::span<const Ten
 // _backward_Embedding: (out_grad, data) -> weight gradient (input_dim, output_dim). Each thread
 // owns a range of columns, so repeated indices never race.
 template <typename I, typename T>
-void embedding_grad(const OpContext& ctx, const I* idx, int64_t n, const T* og, int64_t rows, int64_t cols, T* gw) {
+void embedding_grad(const OpContext& ctx, const I* idx, int64_t n, const T* og, int64_t rows,
+                    int64_t cols, T* gw) {
   parallel_for(cols, 16, ctx.num_threads, [&](int64_t cb, int64_t ce) {
     for (int64_t i = 0; i < n; ++i) {
       T* dst = gw + clipped_index(idx, i, rows) * cols;
@@ -523,13 +561,15 @@ void embedding_backward(const OpAttrs&, const OpContext& ctx, std::span<const Te
   const TensorView& data = in[1];
   const TensorView& gw = out[0];
   if (req[0] != OpReq::kAdd) shape_ops_zero(gw.raw(), gw.bytes(), ctx.num_threads);
-  WEFT_DTYPE_SWITCH(data.dtype(), I, "Embedding indices",
-                    WEFT_FLOAT_SWITCH(gw.dtype(), T, "Embedding backward",
-                                      embedding_grad<I, T>(ctx, data.ptr<I>(), data.size(), og.ptr<T>(), gw.shape[0],
-                                                           gw.shape[1], gw.ptr<T>())));
+  WEFT_DTYPE_SWITCH(
+      data.dtype(), I, "Embedding indices",
+      WEFT_FLOAT_SWITCH(gw.dtype(), T, "Embedding backward",
+                        embedding_grad<I, T>(ctx, data.ptr<I>(), data.size(), og.ptr<T>(),
+                                             gw.shape[0], gw.shape[1], gw.ptr<T>())));
 }
 
-bool embedding_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool embedding_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                    std::vector<Shape>& out) {
   const auto& p = attrs.params<EmbeddingParam>();
   assign_output_shape(attrs, out, 0, Shape{p.input_dim, p.output_dim});
   if (in[1].rank_known()) {
@@ -540,7 +580,8 @@ bool embedding_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in
   return all_known(in);
 }
 
-bool embedding_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+bool embedding_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in,
+                                   std::vector<DType>& out) {
   assign_output_type(attrs, out, 0, in[0]);
   assign_input_type(attrs, in, 0, out[0]);
   return in[0] != DType::kUnknown && in[1] != DType::kUnknown;
@@ -550,8 +591,10 @@ bool embedding_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in,
 
 void register_indexing_ops(OpRegistry& r) {
   r.register_op("slice")
-      .describe("Slices a region: begin/end/step per leading axis, None entries and negative values as in "
-                "Python; axes past len(begin) are kept whole.")
+      .describe(
+          "Slices a region: begin/end/step per leading axis, None entries and negative values as "
+          "in "
+          "Python; axes past len(begin) are kept whole.")
       .set_params<SliceParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(slice_infer_shape)
@@ -561,7 +604,9 @@ void register_indexing_ops(OpRegistry& r) {
   register_like_data_backward<SliceParam>(r, "slice", slice_backward);
 
   r.register_op("slice_axis")
-      .describe("Slices [begin, end) along one axis (negative indices count from the end; end None = to the end).")
+      .describe(
+          "Slices [begin, end) along one axis (negative indices count from the end; end None = to "
+          "the end).")
       .set_params<SliceAxisParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(slice_axis_infer_shape)
@@ -579,8 +624,10 @@ void register_indexing_ops(OpRegistry& r) {
   register_like_data_backward<BroadcastToParam>(r, "broadcast_to", broadcast_to_backward);
 
   r.register_op("tile")
-      .describe("Repeats the input `reps` times per axis (NumPy tile: the shorter of input rank and reps is "
-                "padded with leading 1s).")
+      .describe(
+          "Repeats the input `reps` times per axis (NumPy tile: the shorter of input rank and reps "
+          "is "
+          "padded with leading 1s).")
       .set_params<TileParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(tile_infer_shape)
@@ -589,9 +636,11 @@ void register_indexing_ops(OpRegistry& r) {
   register_like_data_backward<TileParam>(r, "tile", tile_backward);
 
   r.register_op("Embedding")
-      .describe("Looks up rows of weight (input_dim, output_dim) for each index in data (cast to int and "
-                "clipped to [0, input_dim-1]); output is data.shape + (output_dim,). Gradient flows to the "
-                "weight only.")
+      .describe(
+          "Looks up rows of weight (input_dim, output_dim) for each index in data (cast to int and "
+          "clipped to [0, input_dim-1]); output is data.shape + (output_dim,). Gradient flows to "
+          "the "
+          "weight only.")
       .set_params<EmbeddingParam>()
       .set_input_names({"data", "weight"})
       .set_attr<FInferShape>(embedding_infer_shape)
@@ -599,10 +648,13 @@ void register_indexing_ops(OpRegistry& r) {
       .set_attr<FCompute>(DeviceType::kCPU, embedding_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{
-            GradBuilder::none(), b.emit_with_forward_attrs("_backward_Embedding", {b.out_grad(0), b.input(0)}).at(0)};
+            GradBuilder::none(),
+            b.emit_with_forward_attrs("_backward_Embedding", {b.out_grad(0), b.input(0)}).at(0)};
       });
   r.register_op("_backward_Embedding")
-      .describe("Gradient of Embedding with respect to its weight: output-gradient rows summed per index.")
+      .describe(
+          "Gradient of Embedding with respect to its weight: output-gradient rows summed per "
+          "index.")
       .set_params<EmbeddingParam>()
       .set_input_names({"out_grad", "data"})
       .set_attr<FInferShape>(embedding_backward_infer_shape)

@@ -16,8 +16,10 @@ bool merge_shape(Shape* slot, const Shape& value);
 
 /// Merges `value` into `shapes[i]`; throws ShapeError naming the op, node, which side ("input" /
 /// "output"), its name when the op lists names, and both shapes on a contradiction.
-void assign_input_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i, const Shape& value);
-void assign_output_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i, const Shape& value);
+void assign_input_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i,
+                        const Shape& value);
+void assign_output_shape(const OpAttrs& attrs, std::vector<Shape>& shapes, int i,
+                         const Shape& value);
 void assign_input_type(const OpAttrs& attrs, std::vector<DType>& types, int i, DType value);
 void assign_output_type(const OpAttrs& attrs, std::vector<DType>& types, int i, DType value);
 

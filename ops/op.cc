@@ -133,9 +133,9 @@ bool Op::infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DT
   auto merge = [&](DType d, const char* what, size_t i) {
     if (d == DType::kUnknown) return;
     if (t == DType::kUnknown) t = d;
-    WEFT_CHECK_AS(ShapeError, t == d) << attrs.where() << ": " << what << " " << i << " has dtype "
-                                      << dtype_name(d) << " but another input/output has "
-                                      << dtype_name(t);
+    WEFT_CHECK_AS(ShapeError, t == d)
+        << attrs.where() << ": " << what << " " << i << " has dtype " << dtype_name(d)
+        << " but another input/output has " << dtype_name(t);
   };
   for (size_t i = 0; i < in.size(); ++i) merge(in[i], "input", i);
   for (size_t i = 0; i < out.size(); ++i) merge(out[i], "output", i);
@@ -158,7 +158,8 @@ const OpRegistry& OpRegistry::global() {
 }
 
 void OpRegistry::check_mutable() const {
-  WEFT_CHECK_AS(Error, !frozen_) << "the operator registry is frozen; register ops before first use";
+  WEFT_CHECK_AS(Error, !frozen_)
+      << "the operator registry is frozen; register ops before first use";
 }
 
 Op& OpRegistry::register_op(const std::string& name) {
@@ -180,7 +181,8 @@ void OpRegistry::freeze() {
   for (auto& [name, op] : ops_) lookup_[name] = op.get();
   for (auto& [alias, name] : aliases_) {
     auto it = ops_.find(name);
-    WEFT_ICHECK(it != ops_.end()) << "alias '" << alias << "' names unregistered op '" << name << "'";
+    WEFT_ICHECK(it != ops_.end()) << "alias '" << alias << "' names unregistered op '" << name
+                                  << "'";
     WEFT_ICHECK(ops_.find(alias) == ops_.end() || alias == name)
         << "alias '" << alias << "' collides with a registered op";
     lookup_[alias] = it->second.get();

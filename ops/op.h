@@ -55,7 +55,7 @@ enum class OpReq : uint8_t {
 struct ResourceRequest {
   enum class Kind : uint8_t {
     kWorkspace,  ///< scratch memory of `bytes` bytes, valid during the call only
-    kRandom,     ///< the device's random generator (its engine var is written, so draws are ordered)
+    kRandom,  ///< the device's random generator (its engine var is written, so draws are ordered)
   };
   Kind kind = Kind::kWorkspace;
   size_t bytes = 0;
@@ -93,10 +93,10 @@ struct OpContext {
 // Each attribute is its own type, so `op.set_attr<FInferShape>(fn)` names the key by type: a
 // misspelt or mistyped attribute does not compile.
 
-#define WEFT_DEFINE_OP_ATTR(Name, ...)                    \
-  struct Name : std::function<__VA_ARGS__> {              \
-    using std::function<__VA_ARGS__>::function;           \
-    Name() = default;                                     \
+#define WEFT_DEFINE_OP_ATTR(Name, ...)          \
+  struct Name : std::function<__VA_ARGS__> {    \
+    using std::function<__VA_ARGS__>::function; \
+    Name() = default;                           \
   }
 
 /// Number of inputs (may depend on params, e.g. Concat's num_args).
@@ -110,9 +110,11 @@ WEFT_DEFINE_OP_ATTR(FListOutputNames, std::vector<std::string>(const OpAttrs&));
 /// Shape inference, forward and backward: fills unknown entries of `in` and `out` from the known
 /// ones. Returns true when every shape is known afterwards. Throws ShapeError (naming the op, the
 /// node and the shapes) when known shapes contradict each other.
-WEFT_DEFINE_OP_ATTR(FInferShape, bool(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out));
+WEFT_DEFINE_OP_ATTR(FInferShape,
+                    bool(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out));
 /// Type inference, likewise (kUnknown = not known yet). Default: all inputs and outputs equal.
-WEFT_DEFINE_OP_ATTR(FInferType, bool(const OpAttrs&, std::vector<DType>& in, std::vector<DType>& out));
+WEFT_DEFINE_OP_ATTR(FInferType,
+                    bool(const OpAttrs&, std::vector<DType>& in, std::vector<DType>& out));
 /// Pairs (input i, output o): output o may reuse input i's memory when i dies here.
 WEFT_DEFINE_OP_ATTR(FInplaceOption, std::vector<std::pair<int, int>>(const OpAttrs&));
 /// Per FInplaceOption pair: true when the output equals the input (no computation needed in place).
@@ -120,17 +122,20 @@ WEFT_DEFINE_OP_ATTR(FInplaceIdentity, std::vector<bool>(const OpAttrs&));
 /// Inputs the op writes (BatchNorm's moving mean/var in training): write dependencies.
 WEFT_DEFINE_OP_ATTR(FMutateInputs, std::vector<int>(const OpAttrs&));
 /// Temporary resources, as a function of the shapes.
-WEFT_DEFINE_OP_ATTR(FResourceRequest, std::vector<ResourceRequest>(const OpAttrs&, const std::vector<Shape>& in,
-                                                                    const std::vector<Shape>& out));
+WEFT_DEFINE_OP_ATTR(FResourceRequest,
+                    std::vector<ResourceRequest>(const OpAttrs&, const std::vector<Shape>& in,
+                                                 const std::vector<Shape>& out));
 /// A kernel: reads `in`, writes `out` according to `req`. Views are compact; shapes were inferred.
 WEFT_DEFINE_OP_ATTR(FCompute, void(const OpAttrs&, const OpContext&, std::span<const TensorView> in,
                                    std::span<const OpReq> req, std::span<const TensorView> out));
 /// Creates the state of a stateful op for given input shapes and types.
-WEFT_DEFINE_OP_ATTR(FCreateOpState, std::shared_ptr<OpState>(const OpAttrs&, Device, const std::vector<Shape>& in,
-                                                             const std::vector<DType>& in_types));
+WEFT_DEFINE_OP_ATTR(FCreateOpState,
+                    std::shared_ptr<OpState>(const OpAttrs&, Device, const std::vector<Shape>& in,
+                                             const std::vector<DType>& in_types));
 /// A stateful kernel.
-WEFT_DEFINE_OP_ATTR(FStatefulCompute, void(OpState&, const OpContext&, std::span<const TensorView> in,
-                                           std::span<const OpReq> req, std::span<const TensorView> out));
+WEFT_DEFINE_OP_ATTR(FStatefulCompute,
+                    void(OpState&, const OpContext&, std::span<const TensorView> in,
+                         std::span<const OpReq> req, std::span<const TensorView> out));
 
 class GradBuilder;
 /// An entry handed out by a GradBuilder; invalid (id < 0) means "no gradient" (zero).
@@ -157,9 +162,11 @@ class GradBuilder {
   /// Gradient flowing into forward output i (zeros for outputs nothing used).
   virtual GradEntry out_grad(int i) = 0;
   /// Applies `op` to `inputs` with `attrs`; returns all its outputs.
-  virtual std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs = {}) = 0;
+  virtual std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs,
+                                      AttrMap attrs = {}) = 0;
   /// Applies `op` with the forward application's own attributes (param struct reused).
-  virtual std::vector<GradEntry> emit_with_forward_attrs(std::string_view op, std::vector<GradEntry> inputs) = 0;
+  virtual std::vector<GradEntry> emit_with_forward_attrs(std::string_view op,
+                                                         std::vector<GradEntry> inputs) = 0;
 
   /// First output of emit().
   GradEntry emit1(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs = {}) {
@@ -184,14 +191,15 @@ class Op {
   Op& describe(std::string text);
   Op& set_num_inputs(int n);
   Op& set_num_outputs(int n);
-  Op& set_input_names(std::vector<std::string> names);  ///< also sets num_inputs when unset
+  Op& set_input_names(std::vector<std::string> names);   ///< also sets num_inputs when unset
   Op& set_output_names(std::vector<std::string> names);  ///< also sets num_outputs when unset
   /// The op's param struct P (P::declare describes it).
   template <typename P>
   Op& set_params() {
     check_mutable();
     param_type_ = std::type_index(typeid(P));
-    parser_ = [](const AttrMap& dict, const std::string& op, const std::string& node) -> std::shared_ptr<const void> {
+    parser_ = [](const AttrMap& dict, const std::string& op,
+                 const std::string& node) -> std::shared_ptr<const void> {
       return std::make_shared<const P>(parse_params<P>(dict, op, node));
     };
     param_info_ = param_info<P>();
@@ -252,9 +260,10 @@ class Op {
 
  private:
   friend class OpRegistry;
-  using Attrs = std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
-                           FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
-                           FResourceRequest, FCreateOpState, FGradient>;
+  using Attrs =
+      std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
+                 FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
+                 FResourceRequest, FCreateOpState, FGradient>;
   static constexpr int kDeviceSlots = 4;
   static int device_slot(DeviceType d) { return static_cast<int>(d) & 3; }
   void check_mutable() const;
@@ -266,7 +275,8 @@ class Op {
   std::array<FCompute, kDeviceSlots> compute_;
   std::array<FStatefulCompute, kDeviceSlots> stateful_;
   std::type_index param_type_ = std::type_index(typeid(NoParams));
-  std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)> parser_;
+  std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)>
+      parser_;
   std::vector<ParamInfo> param_info_;
   std::vector<std::string> fixed_input_names_;
   std::vector<std::string> fixed_output_names_;

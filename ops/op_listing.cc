@@ -29,7 +29,8 @@ std::string describe_op(const Op& op, bool verbose) {
   } else {
     os << "  inputs: (depend on params)";
   }
-  os << "  kernels:" << (op.has_kernel(DeviceType::kCPU) ? " cpu" : "") << (op.has_kernel(DeviceType::kCUDA) ? " cuda" : "");
+  os << "  kernels:" << (op.has_kernel(DeviceType::kCPU) ? " cpu" : "")
+     << (op.has_kernel(DeviceType::kCUDA) ? " cuda" : "");
   os << (op.attr<FGradient>() ? "  gradient: yes" : "  gradient: no");
   if (verbose) {
     if (!op.description().empty()) os << "\n    " << op.description();

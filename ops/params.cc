@@ -18,7 +18,8 @@ std::string_view trim(std::string_view s) {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
       return false;
   return true;
 }
@@ -37,10 +38,12 @@ std::vector<std::string_view> split_tuple(std::string_view text, const char* wha
   size_t start = 0;
   while (true) {
     size_t comma = s.find(',', start);
-    std::string_view item = trim(s.substr(start, comma == std::string_view::npos ? s.npos : comma - start));
+    std::string_view item =
+        trim(s.substr(start, comma == std::string_view::npos ? s.npos : comma - start));
     if (item.empty()) {
       // A trailing comma as in "(3,)" is allowed.
-      WEFT_CHECK(comma == std::string_view::npos) << "empty element in " << what << " '" << text << "'";
+      WEFT_CHECK(comma == std::string_view::npos)
+          << "empty element in " << what << " '" << text << "'";
     } else {
       items.push_back(item);
     }
@@ -154,13 +157,16 @@ void throw_unknown_param(const std::string& op, const std::string& node, const s
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
   WEFT_THROW(ValueError) << where(op, node) << ": unknown attribute '" << key << "'"
-                         << (list.empty() ? " (the op takes no attributes)" : " (known: " + list + ")");
+                         << (list.empty() ? " (the op takes no attributes)"
+                                          : " (known: " + list + ")");
 }
 
 bool is_hidden_attr_key(std::string_view key) {
-  if (key.size() >= 4 && key.substr(0, 2) == "__" && key.substr(key.size() - 2) == "__") return true;
+  if (key.size() >= 4 && key.substr(0, 2) == "__" && key.substr(key.size() - 2) == "__")
+    return true;
   // MXNet's pre-1.0 user attributes, which old files leave on op nodes (OPS.md §1.5).
-  static const char* kLegacy[] = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage"};
+  static const char* kLegacy[] = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring",
+                                  "mirror_stage"};
   for (const char* k : kLegacy) {
     std::string_view kv(k);
     if (key == kv) return true;

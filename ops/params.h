@@ -44,8 +44,12 @@ std::string format_shape_attr(const Shape& s);
 std::string format_float_attr(double v);
 
 namespace detail {
-template <typename T> struct IsOptional : std::false_type {};
-template <typename T> struct IsOptional<std::optional<T>> : std::true_type { using type = T; };
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {
+  using type = T;
+};
 
 template <typename T>
 T parse_value(std::string_view text) {
@@ -77,7 +81,8 @@ T parse_value(std::string_view text) {
 ///     static void declare(ParamSchema<PoolingParam>& s) {
 ///       s.field("kernel", &PoolingParam::kernel).set_default(Shape{});
 ///       s.enum_field("pool_type", &PoolingParam::pool_type,
-///                    {{"max", PoolType::kMax}, {"avg", PoolType::kAvg}}).set_default(PoolType::kMax);
+///                    {{"max", PoolType::kMax}, {"avg",
+///                    PoolType::kAvg}}).set_default(PoolType::kMax);
 ///       s.check([](const PoolingParam& p) { ... throw ValueError ... });
 ///     }
 ///   };
@@ -134,14 +139,15 @@ class ParamSchema {
     static void check_bound(const V& v, double bound, bool lower) {
       if constexpr (std::is_arithmetic_v<V>) {
         if (lower ? (static_cast<double>(v) < bound) : (static_cast<double>(v) > bound)) {
-          WEFT_THROW(ValueError) << "value " << v << " is " << (lower ? "below the minimum " : "above the maximum ")
-                                 << bound;
+          WEFT_THROW(ValueError) << "value " << v << " is "
+                                 << (lower ? "below the minimum " : "above the maximum ") << bound;
         }
       } else if constexpr (IsOpt<V>::value) {
         if (v.has_value()) check_bound(*v, bound, lower);
       }
     }
-    template <typename V> struct IsOpt : detail::IsOptional<V> {};
+    template <typename V>
+    struct IsOpt : detail::IsOptional<V> {};
     Field& f_;
     T P::*member_;
     std::function<std::string(const T&)> namer_;
@@ -167,7 +173,8 @@ class ParamSchema {
   /// A field whose string values map to an enum (or any type) E. Accepts the listed spellings
   /// only; the error lists them.
   template <typename E>
-  FieldBuilder<E> enum_field(std::string name, E P::*member, std::vector<std::pair<std::string, E>> values) {
+  FieldBuilder<E> enum_field(std::string name, E P::*member,
+                             std::vector<std::pair<std::string, E>> values) {
     std::string choices;
     for (auto& [k, v] : values) choices += (choices.empty() ? "" : "|") + k;
     Field& f = add(std::move(name), "{" + choices + "}");
@@ -189,8 +196,9 @@ class ParamSchema {
   }
   /// An optional enum: "None" leaves it empty.
   template <typename E>
-  FieldBuilder<std::optional<E>> optional_enum_field(std::string name, std::optional<E> P::*member,
-                                                     std::vector<std::pair<std::string, E>> values) {
+  FieldBuilder<std::optional<E>> optional_enum_field(
+      std::string name, std::optional<E> P::*member,
+      std::vector<std::pair<std::string, E>> values) {
     std::string choices;
     for (auto& [k, v] : values) choices += (choices.empty() ? "" : "|") + k;
     Field& f = add(std::move(name), "{None|" + choices + "}");
@@ -235,27 +243,43 @@ class ParamSchema {
   }
   template <typename T>
   static std::string type_name() {
-    if constexpr (std::is_same_v<T, bool>) return "boolean";
-    else if constexpr (std::is_integral_v<T>) return "int";
-    else if constexpr (std::is_floating_point_v<T>) return "float";
-    else if constexpr (std::is_same_v<T, std::string>) return "string";
-    else if constexpr (std::is_same_v<T, Shape>) return "Shape(tuple)";
-    else if constexpr (std::is_same_v<T, std::vector<double>>) return "tuple of floats";
-    else if constexpr (std::is_same_v<T, DType>) return "dtype";
+    if constexpr (std::is_same_v<T, bool>)
+      return "boolean";
+    else if constexpr (std::is_integral_v<T>)
+      return "int";
+    else if constexpr (std::is_floating_point_v<T>)
+      return "float";
+    else if constexpr (std::is_same_v<T, std::string>)
+      return "string";
+    else if constexpr (std::is_same_v<T, Shape>)
+      return "Shape(tuple)";
+    else if constexpr (std::is_same_v<T, std::vector<double>>)
+      return "tuple of floats";
+    else if constexpr (std::is_same_v<T, DType>)
+      return "dtype";
     else if constexpr (detail::IsOptional<T>::value)
       return "None or " + type_name<typename detail::IsOptional<T>::type>();
-    else return "value";
+    else
+      return "value";
   }
   template <typename T>
   static std::string describe_value(const T& v) {
-    if constexpr (std::is_same_v<T, bool>) return v ? "True" : "False";
-    else if constexpr (std::is_integral_v<T>) return std::to_string(v);
-    else if constexpr (std::is_floating_point_v<T>) return format_float_attr(v);
-    else if constexpr (std::is_same_v<T, std::string>) return v.empty() ? "''" : v;
-    else if constexpr (std::is_same_v<T, Shape>) return format_shape_attr(v);
-    else if constexpr (std::is_same_v<T, DType>) return dtype_name(v);
-    else if constexpr (detail::IsOptional<T>::value) return v ? describe_value(*v) : "None";
-    else return "(enum)";
+    if constexpr (std::is_same_v<T, bool>)
+      return v ? "True" : "False";
+    else if constexpr (std::is_integral_v<T>)
+      return std::to_string(v);
+    else if constexpr (std::is_floating_point_v<T>)
+      return format_float_attr(v);
+    else if constexpr (std::is_same_v<T, std::string>)
+      return v.empty() ? "''" : v;
+    else if constexpr (std::is_same_v<T, Shape>)
+      return format_shape_attr(v);
+    else if constexpr (std::is_same_v<T, DType>)
+      return dtype_name(v);
+    else if constexpr (detail::IsOptional<T>::value)
+      return v ? describe_value(*v) : "None";
+    else
+      return "(enum)";
   }
 
   std::vector<Field> fields_;
@@ -280,7 +304,8 @@ namespace detail {
 [[noreturn]] void throw_missing_param(const std::string& op, const std::string& node,
                                       const std::string& key, const std::string& type);
 [[noreturn]] void throw_unknown_param(const std::string& op, const std::string& node,
-                                      const std::string& key, const std::vector<std::string>& known);
+                                      const std::string& key,
+                                      const std::vector<std::string>& known);
 /// Keys that are not op parameters: hidden `__x__` keys and MXNet's old user attributes.
 bool is_hidden_attr_key(std::string_view key);
 }  // namespace detail
@@ -330,7 +355,8 @@ P parse_params(const AttrMap& attrs, const std::string& op, const std::string& n
     try {
       c(p);
     } catch (const std::exception& e) {
-      WEFT_THROW(ValueError) << "op '" << op << "'" << (node.empty() ? "" : " (node '" + node + "')")
+      WEFT_THROW(ValueError) << "op '" << op << "'"
+                             << (node.empty() ? "" : " (node '" + node + "')")
                              << ": invalid parameters: " << e.what();
     }
   }

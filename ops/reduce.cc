@@ -22,8 +22,12 @@ struct ReduceAxesParam {
     s.field("axis", &ReduceAxesParam::axis)
         .set_default(std::nullopt)
         .describe("axes to reduce (None or () = all; negative counts from the end)");
-    s.field("keepdims", &ReduceAxesParam::keepdims).set_default(false).describe("keep reduced axes as size 1");
-    s.field("exclude", &ReduceAxesParam::exclude).set_default(false).describe("reduce the axes NOT listed");
+    s.field("keepdims", &ReduceAxesParam::keepdims)
+        .set_default(false)
+        .describe("keep reduced axes as size 1");
+    s.field("exclude", &ReduceAxesParam::exclude)
+        .set_default(false)
+        .describe("reduce the axes NOT listed");
   }
 };
 
@@ -32,10 +36,11 @@ std::vector<char> reduced_mask(const OpAttrs& attrs, const ReduceAxesParam& p, i
   if (!p.axis || p.axis->ndim() <= 0) return std::vector<char>(static_cast<size_t>(ndim), 1);
   std::vector<char> listed(static_cast<size_t>(ndim), 0);
   for (int64_t a : *p.axis) {
-    WEFT_CHECK(a >= -ndim && a < ndim) << attrs.where() << ": reduction axis " << a << " is out of range for a "
-                                       << ndim << "-d input";
+    WEFT_CHECK(a >= -ndim && a < ndim) << attrs.where() << ": reduction axis " << a
+                                       << " is out of range for a " << ndim << "-d input";
     const int d = static_cast<int>(a < 0 ? a + ndim : a);
-    WEFT_CHECK(!listed[d]) << attrs.where() << ": reduction axes have duplicates: " << p.axis->to_string();
+    WEFT_CHECK(!listed[d]) << attrs.where()
+                           << ": reduction axes have duplicates: " << p.axis->to_string();
     listed[d] = 1;
   }
   if (p.exclude) {
@@ -95,22 +100,40 @@ bool reduce_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vecto
 // ---- reduction kernels ------------------------------------------------------------------------
 
 struct SumR {
-  template <typename T> static T init() { return T(0); }
-  template <typename T> static T combine(T a, T b) { return static_cast<T>(a + b); }
+  template <typename T>
+  static T init() {
+    return T(0);
+  }
+  template <typename T>
+  static T combine(T a, T b) {
+    return static_cast<T>(a + b);
+  }
 };
 struct MaxR {
-  template <typename T> static T init() {
-    if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+  template <typename T>
+  static T init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
-  template <typename T> static T combine(T a, T b) { return b > a ? b : a; }
+  template <typename T>
+  static T combine(T a, T b) {
+    return b > a ? b : a;
+  }
 };
 struct MinR {
-  template <typename T> static T init() {
-    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+  template <typename T>
+  static T init() {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
   }
-  template <typename T> static T combine(T a, T b) { return b < a ? b : a; }
+  template <typename T>
+  static T combine(T a, T b) {
+    return b < a ? b : a;
+  }
 };
 
 // Combines x[0..n) into acc with 8 independent lanes, so the loop vectorizes.
@@ -135,7 +158,8 @@ void reduce_into(const TensorView& x, const Shape& keep, DT* out, int threads) {
   const int64_t m = keep.size();
   for (int64_t i = 0; i < m; ++i) out[i] = R::template init<DT>();
   if (x.size() == 0) return;
-  const BroadcastPlan p = make_broadcast_plan(x.shape, x.ndim, keep.data(), keep.ndim(), keep.data(), keep.ndim());
+  const BroadcastPlan p =
+      make_broadcast_plan(x.shape, x.ndim, keep.data(), keep.ndim(), keep.data(), keep.ndim());
   const DT* in = x.ptr<DT>();
   const int last = p.ndim - 1;
   const int64_t inner = p.inner();
@@ -154,7 +178,8 @@ void reduce_into(const TensorView& x, const Shape& keep, DT* out, int threads) {
   if (parallel && p.ndim >= 2 && p.lstride[0] != 0) {
     // The outermost dim is kept: slices along it write disjoint outputs.
     const int64_t per = rows / p.shape[0];
-    parallel_for(p.shape[0], std::max<int64_t>(1, kElemwiseGrain / std::max<int64_t>(1, per * inner)), threads,
+    parallel_for(p.shape[0],
+                 std::max<int64_t>(1, kElemwiseGrain / std::max<int64_t>(1, per * inner)), threads,
                  [&](int64_t b, int64_t e) {
                    for_each_row(p, b * per, e * per,
                                 [&](int64_t lo, int64_t, int64_t xo) { row(lo, xo, 0, inner); });
@@ -163,7 +188,8 @@ void reduce_into(const TensorView& x, const Shape& keep, DT* out, int threads) {
     // The innermost dim is kept: column ranges write disjoint outputs.
     parallel_for(inner, std::max<int64_t>(1, kElemwiseGrain / std::max<int64_t>(1, rows)), threads,
                  [&](int64_t c0, int64_t c1) {
-                   for_each_row(p, 0, rows, [&](int64_t lo, int64_t, int64_t xo) { row(lo, xo, c0, c1); });
+                   for_each_row(p, 0, rows,
+                                [&](int64_t lo, int64_t, int64_t xo) { row(lo, xo, c0, c1); });
                  });
   } else {
     for_each_row(p, 0, rows, [&](int64_t lo, int64_t, int64_t xo) { row(lo, xo, 0, inner); });
@@ -182,7 +208,8 @@ void reduce_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
     const bool add = req[0] == OpReq::kAdd;
     DT* dst = out[0].ptr<DT>();
     if (add) {
-      WEFT_CHECK_AS(InternalError, ctx.workspace != nullptr && ctx.workspace_bytes >= static_cast<size_t>(m) * sizeof(DT))
+      WEFT_CHECK_AS(InternalError, ctx.workspace != nullptr &&
+                                       ctx.workspace_bytes >= static_cast<size_t>(m) * sizeof(DT))
           << attrs.where() << ": accumulate (kAdd) needs the requested workspace";
       dst = static_cast<DT*>(ctx.workspace);
     }
@@ -203,7 +230,8 @@ void reduce_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 std::vector<ResourceRequest> reduce_workspace(const OpAttrs&, const std::vector<Shape>&,
                                               const std::vector<Shape>& out) {
   // Room for the result in any supported type, used when the output is accumulated (kAdd).
-  return {{ResourceRequest::Kind::kWorkspace, static_cast<size_t>(std::max<int64_t>(out[0].size(), 1)) * 8}};
+  return {{ResourceRequest::Kind::kWorkspace,
+           static_cast<size_t>(std::max<int64_t>(out[0].size(), 1)) * 8}};
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -224,11 +252,12 @@ void reduce_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<c
     DT* o = out[0].ptr<DT>();
     const int64_t m = keep.size();
     const int64_t count = m > 0 ? ishape.size() / m : 1;
-    const DT scale = kKind == 1 ? static_cast<DT>(DT(1) / static_cast<DT>(std::max<int64_t>(count, 1))) : DT(1);
+    const DT scale =
+        kKind == 1 ? static_cast<DT>(DT(1) / static_cast<DT>(std::max<int64_t>(count, 1))) : DT(1);
     const bool add = req[0] == OpReq::kAdd;
     if (out[0].size() == 0) return;
-    const BroadcastPlan plan = make_broadcast_plan(ishape.data(), ishape.ndim(), keep.data(), keep.ndim(),
-                                                   keep.data(), keep.ndim());
+    const BroadcastPlan plan = make_broadcast_plan(ishape.data(), ishape.ndim(), keep.data(),
+                                                   keep.ndim(), keep.data(), keep.ndim());
     const int last = plan.ndim - 1;
     const int64_t inner = plan.inner();
     const int64_t ls = plan.lstride[last] != 0 ? 1 : 0;
@@ -257,7 +286,8 @@ void reduce_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<c
   });
 }
 
-bool reduce_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+bool reduce_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
+                                 std::vector<Shape>& out) {
   assign_output_shape(attrs, out, 0, in[1]);
   assign_input_shape(attrs, in, 1, out[0]);
   if (in[1].rank_known()) {
@@ -306,7 +336,9 @@ struct ArgReduceParam {
     s.field("axis", &ArgReduceParam::axis)
         .set_default(std::nullopt)
         .describe("axis to search (None: the flattened array)");
-    s.field("keepdims", &ArgReduceParam::keepdims).set_default(false).describe("keep the axis as size 1");
+    s.field("keepdims", &ArgReduceParam::keepdims)
+        .set_default(false)
+        .describe("keep the axis as size 1");
   }
 };
 
@@ -387,14 +419,18 @@ void register_reduce_ops(OpRegistry& r) {
 
   auto no_grad = [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; };
   r.register_op("argmax")
-      .describe("Index of the maximum along an axis (of the flattened array when axis is None), in the input's dtype.")
+      .describe(
+          "Index of the maximum along an axis (of the flattened array when axis is None), in the "
+          "input's dtype.")
       .set_params<ArgReduceParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(arg_reduce_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<true>)
       .set_attr<FGradient>(no_grad);
   r.register_op("argmin")
-      .describe("Index of the minimum along an axis (of the flattened array when axis is None), in the input's dtype.")
+      .describe(
+          "Index of the minimum along an axis (of the flattened array when axis is None), in the "
+          "input's dtype.")
       .set_params<ArgReduceParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(arg_reduce_infer_shape)

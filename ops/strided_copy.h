@@ -14,8 +14,9 @@ namespace weft::detail {
 /// 0 dst stride with `accumulate` sums into one element, which is race-free). Writing copies raw
 /// bytes (any dtype); accumulating needs a dtype WEFT_DTYPE_SWITCH knows. Call from one thread;
 /// uses up to `num_threads` OpenMP threads.
-void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
-                            const int64_t* shape, int ndim, DType dtype, bool accumulate, int num_threads);
+void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src,
+                            const int64_t* src_strides, const int64_t* shape, int ndim, DType dtype,
+                            bool accumulate, int num_threads);
 /// Sets `bytes` bytes at `dst` to zero (all-zero bytes are 0 in every dtype).
 void shape_ops_zero(void* dst, size_t bytes, int num_threads);
 

@@ -1,13 +1,13 @@
 // Operator benchmark: weft's asynchronous NDArray operators against libtorch in the same process,
 // on the same machine and thread budget. Prints one `compare` line per workload.
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -77,8 +77,8 @@ void matmul(int n, int reps) {
   auto run_torch = [&] { auto c = torch::mm(ta, tb); };
   run_weft();
   run_torch();
-  report("matmul_" + std::to_string(n), time_median(reps, run_weft, 1e6), time_median(reps, run_torch, 1e6),
-         "ms, float32");
+  report("matmul_" + std::to_string(n), time_median(reps, run_weft, 1e6),
+         time_median(reps, run_torch, 1e6), "ms, float32");
 }
 
 void conv3x3(int reps) {
@@ -86,12 +86,14 @@ void conv3x3(int reps) {
   auto tw = torch::randn({64, 64, 3, 3});
   auto x = from_torch(tx), w = from_torch(tw);
   auto run_weft = [&] {
-    weft::op::convolution(x, w, NDArray(), Shape{3, 3}, 64, Shape{1, 1}, Shape{1, 1}).wait_to_read();
+    weft::op::convolution(x, w, NDArray(), Shape{3, 3}, 64, Shape{1, 1}, Shape{1, 1})
+        .wait_to_read();
   };
   auto run_torch = [&] { auto y = torch::conv2d(tx, tw, {}, 1, 1); };
   run_weft();
   run_torch();
-  report("conv3x3_64_56", time_median(reps, run_weft, 1e6), time_median(reps, run_torch, 1e6), "ms");
+  report("conv3x3_64_56", time_median(reps, run_weft, 1e6), time_median(reps, run_torch, 1e6),
+         "ms");
 }
 
 void conv_bn_relu(int batch, int reps) {
@@ -100,8 +102,8 @@ void conv_bn_relu(int batch, int reps) {
   auto tw = torch::randn({64, 64, 3, 3});
   auto tg = torch::rand({64}) + 0.5, tb = torch::randn({64}), tm = torch::randn({64}) * 0.1,
        tv = torch::rand({64}) + 0.5;
-  auto x = from_torch(tx), w = from_torch(tw), g = from_torch(tg), b = from_torch(tb), m = from_torch(tm),
-       v = from_torch(tv);
+  auto x = from_torch(tx), w = from_torch(tw), g = from_torch(tg), b = from_torch(tb),
+       m = from_torch(tm), v = from_torch(tv);
   auto run_weft = [&] {
     NDArray y = weft::op::convolution(x, w, NDArray(), Shape{3, 3}, 64, Shape{1, 1}, Shape{1, 1});
     y = weft::op::batch_norm(y, g, b, m, v, 1e-5, 0.9, false);
@@ -123,8 +125,9 @@ void mlp_step(int reps) {
   const int batch = 64;
   auto tx = torch::randn({batch, 784});
   auto tlabel = torch::randint(0, 10, {batch}, torch::kLong);
-  std::vector<torch::Tensor> tp{torch::randn({512, 784}) * 0.03, torch::zeros({512}), torch::randn({512, 512}) * 0.04,
-                                torch::zeros({512}), torch::randn({10, 512}) * 0.04, torch::zeros({10})};
+  std::vector<torch::Tensor> tp{torch::randn({512, 784}) * 0.03, torch::zeros({512}),
+                                torch::randn({512, 512}) * 0.04, torch::zeros({512}),
+                                torch::randn({10, 512}) * 0.04,  torch::zeros({10})};
   for (auto& p : tp) p.set_requires_grad(true);
   auto x = from_torch(tx);
   auto label = from_torch(tlabel.to(torch::kFloat));
@@ -147,8 +150,9 @@ void mlp_step(int reps) {
   auto run_torch = [&] {
     auto h = torch::relu(torch::linear(tx, tp[0], tp[1]));
     h = torch::relu(torch::linear(h, tp[2], tp[3]));
-    auto loss = torch::nn::functional::cross_entropy(torch::linear(h, tp[4], tp[5]), tlabel,
-                                                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    auto loss = torch::nn::functional::cross_entropy(
+        torch::linear(h, tp[4], tp[5]), tlabel,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     loss.backward();
     torch::NoGradGuard no_grad;
     for (auto& p : tp) {
@@ -213,10 +217,15 @@ int main(int argc, char** argv) {
   torch::set_num_threads(threads > 0 ? threads : cores);
   std::printf("# weft ops benchmark, %s, %s\n", weft::bench::utc_now().c_str(),
               weft::bench::describe_machine().c_str());
-  std::printf("# peer: libtorch %s, %d intra-op threads; weft: %d engine workers, adaptive intra-op threads\n",
-              TORCH_VERSION, torch::get_num_threads(), weft::Runtime::get().engine().num_workers(weft::Device::cpu()));
+  std::printf(
+      "# peer: libtorch %s, %d intra-op threads; weft: %d engine workers, adaptive intra-op "
+      "threads\n",
+      TORCH_VERSION, torch::get_num_threads(),
+      weft::Runtime::get().engine().num_workers(weft::Device::cpu()));
   const int reps = quick ? 3 : 11;
-  auto want = [&](const char* name) { return only.empty() || std::string(name).find(only) != std::string::npos; };
+  auto want = [&](const char* name) {
+    return only.empty() || std::string(name).find(only) != std::string::npos;
+  };
   if (want("tiny_add")) tiny_add(quick ? 100000 : 1000000);
   if (want("matmul")) matmul(1024, reps);
   if (want("conv3x3")) conv3x3(reps);

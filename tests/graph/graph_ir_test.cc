@@ -26,7 +26,8 @@ Graph conv_bn_graph() {
   Graph g;
   g.add_node(variable("data"));
   g.add_node(variable("w"));
-  g.add_node(op_node("Convolution", "conv", {{0, 0}, {1, 0}}, {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}}));
+  g.add_node(op_node("Convolution", "conv", {{0, 0}, {1, 0}},
+                     {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}}));
   g.add_node(variable("gamma"));
   g.add_node(variable("beta"));
   g.add_node(variable("mean"));

@@ -34,10 +34,13 @@ inline const std::vector<ModelInputSpec>& mxnet_model_specs() {
       {"apache__mxnet__save_000800.json", "mlp-000800", {{"data", {784}}}},
       // MTCNN P-Net: fully convolutional, trained on 12x12 crops.
       {"deepinsight__insightface__det1-symbol.json", "mtcnn-pnet", {{"data", {3, 12, 12}}}},
-      {"pathak-ashutosh__plant-seeds-classification__resnet-50-symbol.json", "resnet50-v2", {{"data", {3, 224, 224}}}},
+      {"pathak-ashutosh__plant-seeds-classification__resnet-50-symbol.json",
+       "resnet50-v2",
+       {{"data", {3, 224, 224}}}},
       // char-rnn, 129 steps of 3 LSTM layers: one token id per sequence and step ("data/t",
       // "label/t"); i2h/h2h have 2048 = 4 x 512 units, so the initial states are 512 wide.
-      {"lucasjinreal__Char-Generator-LSTM__obama-symbol.json", "char-lstm",
+      {"lucasjinreal__Char-Generator-LSTM__obama-symbol.json",
+       "char-lstm",
        {{"data/#", {}},
         {"label/#", {}},
         {"l0_init_h", {512}},
@@ -47,18 +50,29 @@ inline const std::vector<ModelInputSpec>& mxnet_model_specs() {
         {"l2_init_h", {512}},
         {"l2_init_c", {512}}},
        129},
-      {"miaow1988__SqueezeNet_v1.2__model-symbol.json", "squeezenet-1.2", {{"data", {3, 224, 224}}}},
-      {"KeyKy__mobilenet-mxnet__mobilenet_v2-symbol.json", "mobilenet-v2", {{"data", {3, 224, 224}}}},
+      {"miaow1988__SqueezeNet_v1.2__model-symbol.json",
+       "squeezenet-1.2",
+       {{"data", {3, 224, 224}}}},
+      {"KeyKy__mobilenet-mxnet__mobilenet_v2-symbol.json",
+       "mobilenet-v2",
+       {{"data", {3, 224, 224}}}},
       {"soeaver__mxnet-model__inception_v3-symbol.json", "inception-v3", {{"data", {3, 299, 299}}}},
-      {"soeaver__mxnet-model__se-resnext50-32x4d-symbol.json", "se-resnext50", {{"data", {3, 224, 224}}}},
-      {"apache__mxnet__test_mkldnn_test_mkldnn_model_model1.json", "vgg16-reduced", {{"data", {3, 224, 224}}}},
+      {"soeaver__mxnet-model__se-resnext50-32x4d-symbol.json",
+       "se-resnext50",
+       {{"data", {3, 224, 224}}}},
+      {"apache__mxnet__test_mkldnn_test_mkldnn_model_model1.json",
+       "vgg16-reduced",
+       {{"data", {3, 224, 224}}}},
       // RetinaFace: the FPN's upsampled maps are cropped to the finer level; 640x640 as deployed.
-      {"bogireddytejareddy__retinaface-pytorch__mnet.25-symbol.json", "retinaface-mnet25", {{"data", {3, 640, 640}}}},
+      {"bogireddytejareddy__retinaface-pytorch__mnet.25-symbol.json",
+       "retinaface-mnet25",
+       {{"data", {3, 640, 640}}}},
       // CRNN: 80 rows become the 20 time steps (SliceChannel axis 2 after two 2x2 poolings); the
       // width must leave conv4 (kernel 3x2, no width padding) at least one column after the four
       // width-halving poolings: 32. LSTM layers of 100 units (400 = 4 x 100 gates); CTC labels
       // of 4 characters.
-      {"Mengman__TensorRT_Tutorial__ocr-symbol.json", "crnn-ocr",
+      {"Mengman__TensorRT_Tutorial__ocr-symbol.json",
+       "crnn-ocr",
        {{"data", {1, 80, 32}},
         {"label", {4}},
         {"l0_init_h", {100}},
@@ -69,11 +83,15 @@ inline const std::vector<ModelInputSpec>& mxnet_model_specs() {
         {"l2_init_c", {100}},
         {"l3_init_h", {100}},
         {"l3_init_c", {100}}}},
-      {"fqararyah__tvm-cuda-int8-benchmark__resnet18_v1-symbol.json", "resnet18-v1", {{"data", {3, 224, 224}}}},
+      {"fqararyah__tvm-cuda-int8-benchmark__resnet18_v1-symbol.json",
+       "resnet18-v1",
+       {{"data", {3, 224, 224}}}},
       // Gluon MLP with deferred input width: MNIST vectors.
       {"kylehoffpauir__AdvOSBig__net-symbol.json", "gluon-mlp", {{"data", {784}}}},
       // MobileFaceNet: 112x112 aligned faces.
-      {"MirrorYuChen__tvm_insightface__model-symbol.json", "mobilefacenet", {{"data", {3, 112, 112}}}},
+      {"MirrorYuChen__tvm_insightface__model-symbol.json",
+       "mobilefacenet",
+       {{"data", {3, 112, 112}}}},
   };
   return specs;
 }
@@ -114,7 +132,8 @@ struct InferredGraph {
 };
 
 /// The forward graph inferred for `inputs`.
-inline InferredGraph inference_graph(const graph::Graph& forward, const graph::InferInputs& inputs) {
+inline InferredGraph inference_graph(const graph::Graph& forward,
+                                     const graph::InferInputs& inputs) {
   InferredGraph out;
   out.graph = forward;
   out.inferred = graph::infer_shapes_types(forward, inputs, true);
@@ -130,7 +149,9 @@ inline InferredGraph training_graph(const graph::Graph& forward, const graph::In
   graph::GradientOptions options;
   for (uint32_t nid : forward.argument_nodes()) {
     if (std::binary_search(labels.begin(), labels.end(), nid)) continue;
-    if (inputs.shapes.count(forward.nodes[nid].name) || inputs.fixed_shapes.count(forward.nodes[nid].name)) continue;
+    if (inputs.shapes.count(forward.nodes[nid].name) ||
+        inputs.fixed_shapes.count(forward.nodes[nid].name))
+      continue;
     options.wrt.push_back(nid);
   }
   WEFT_CHECK(!options.wrt.empty()) << "training graph: no learned parameters to differentiate";

@@ -13,10 +13,10 @@ inline std::filesystem::path models_dir() {
 }
 
 /// Skips the current test when the model folder is absent.
-#define WEFT_REQUIRE_MODELS()                                                                     \
-  do {                                                                                            \
-    if (!std::filesystem::is_directory(::weft::testing::models_dir()))                            \
-      GTEST_SKIP() << "model folder " << ::weft::testing::models_dir() << " is absent";            \
+#define WEFT_REQUIRE_MODELS()                                                           \
+  do {                                                                                  \
+    if (!std::filesystem::is_directory(::weft::testing::models_dir()))                  \
+      GTEST_SKIP() << "model folder " << ::weft::testing::models_dir() << " is absent"; \
   } while (0)
 
 }  // namespace weft::testing

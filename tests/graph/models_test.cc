@@ -43,43 +43,55 @@ TEST(Models, ImageClassifiersGiveOneRowOfClassScoresPerImage) {
   for (const char* name : {"resnet18", "resnet50", "mobilenetv2"}) {
     const Symbol s = models::build(name);
     for (int64_t n : {1, 32}) {
-      EXPECT_EQ(output_shape(s, models::default_inputs(name, n)), (Shape{n, 1000})) << name << " N=" << n;
+      EXPECT_EQ(output_shape(s, models::default_inputs(name, n)), (Shape{n, 1000}))
+          << name << " N=" << n;
     }
   }
-  EXPECT_EQ(output_shape(models::resnet(18, 10), models::default_inputs("resnet18", 2)), (Shape{2, 10}));
-  EXPECT_EQ(output_shape(models::mobilenet_v2(7, 0.5f), models::default_inputs("mobilenetv2", 3)), (Shape{3, 7}));
+  EXPECT_EQ(output_shape(models::resnet(18, 10), models::default_inputs("resnet18", 2)),
+            (Shape{2, 10}));
+  EXPECT_EQ(output_shape(models::mobilenet_v2(7, 0.5f), models::default_inputs("mobilenetv2", 3)),
+            (Shape{3, 7}));
 }
 
 TEST(Models, ResNetParameterCountsMatchThePublishedModels) {
   // torchvision's resnet18 / resnet50 (v1, FC with bias; BatchNorm gamma and beta learned).
-  EXPECT_EQ(learned_parameters(models::build("resnet18"), models::default_inputs("resnet18", 1)), 11689512);
-  EXPECT_EQ(learned_parameters(models::build("resnet50"), models::default_inputs("resnet50", 1)), 25557032);
+  EXPECT_EQ(learned_parameters(models::build("resnet18"), models::default_inputs("resnet18", 1)),
+            11689512);
+  EXPECT_EQ(learned_parameters(models::build("resnet50"), models::default_inputs("resnet50", 1)),
+            25557032);
 }
 
 TEST(Models, MobileNetV2ParameterCountMatchesThePublishedModel) {
   // torchvision's mobilenet_v2 at width 1.0: 3,504,872.
-  EXPECT_EQ(learned_parameters(models::build("mobilenetv2"), models::default_inputs("mobilenetv2", 1)), 3504872);
+  EXPECT_EQ(
+      learned_parameters(models::build("mobilenetv2"), models::default_inputs("mobilenetv2", 1)),
+      3504872);
   // Narrower widths are rounded to multiples of 8 and shrink the model.
   const Symbol half = models::mobilenet_v2(1000, 0.5f);
   const int64_t half_params = learned_parameters(half, models::default_inputs("mobilenetv2", 1));
   EXPECT_LT(half_params, 3504872);
-  EXPECT_EQ(half.get_internals()["conv0_output"].attr("num_filter"), std::optional<std::string>("16"));  // 32·0.5
-  EXPECT_EQ(half.get_internals()["conv_last_output"].attr("num_filter"), std::optional<std::string>("1280"));
+  EXPECT_EQ(half.get_internals()["conv0_output"].attr("num_filter"),
+            std::optional<std::string>("16"));  // 32·0.5
+  EXPECT_EQ(half.get_internals()["conv_last_output"].attr("num_filter"),
+            std::optional<std::string>("1280"));
 }
 
 TEST(Models, ResNetNamesAndAuxiliaryStatesFollowMXNetConventions) {
   const Symbol s = models::build("resnet50");
   const Names args = s.list_arguments();
   ASSERT_GE(args.size(), 6u);
-  EXPECT_EQ((Names{args.begin(), args.begin() + 4}), (Names{"data", "conv0_weight", "bn0_gamma", "bn0_beta"}));
-  EXPECT_EQ((Names{args.end() - 3, args.end()}), (Names{"fc1_weight", "fc1_bias", "softmax_label"}));
+  EXPECT_EQ((Names{args.begin(), args.begin() + 4}),
+            (Names{"data", "conv0_weight", "bn0_gamma", "bn0_beta"}));
+  EXPECT_EQ((Names{args.end() - 3, args.end()}),
+            (Names{"fc1_weight", "fc1_bias", "softmax_label"}));
   EXPECT_EQ(s.list_outputs(), (Names{"softmax_output"}));
   // 53 BatchNorms (stem, 3 per bottleneck × 16, 4 projections), each with a moving mean and var.
   const Names aux = s.list_auxiliary_states();
   EXPECT_EQ(aux.size(), 106u);
   EXPECT_EQ(aux.front(), "bn0_moving_mean");
   EXPECT_EQ(aux.back(), "stage4_unit3_bn3_moving_var");
-  EXPECT_EQ(models::build("resnet18").list_auxiliary_states().size(), 40u);  // 1 + 2 × 8 + 3 BatchNorms
+  EXPECT_EQ(models::build("resnet18").list_auxiliary_states().size(),
+            40u);  // 1 + 2 × 8 + 3 BatchNorms
   // Projection shortcuts only where the shape changes: the first unit of each stage for
   // bottlenecks, stages 2-4 for basic blocks.
   auto has = [](const Names& names, const std::string& n) {
@@ -108,15 +120,16 @@ TEST(Models, MobileNetV2UsesDepthwiseConvolutionsAndResiduals) {
       EXPECT_EQ(n.attrs.at("a_max"), "6");
     }
   }
-  EXPECT_EQ(depthwise, 17);              // one per inverted residual block
-  EXPECT_EQ(adds, 10);                   // blocks with stride 1 and unchanged width: 1 + 2 + 3 + 2 + 2
-  EXPECT_EQ(clips, 1 + 16 * 2 + 1 + 1);  // stem, expand + depthwise (first block: depthwise only), last conv
+  EXPECT_EQ(depthwise, 17);  // one per inverted residual block
+  EXPECT_EQ(adds, 10);       // blocks with stride 1 and unchanged width: 1 + 2 + 3 + 2 + 2
+  EXPECT_EQ(clips, 1 + 16 * 2 + 1 +
+                       1);  // stem, expand + depthwise (first block: depthwise only), last conv
 }
 
 TEST(Models, MlpShapesAndParameters) {
   const Symbol s = models::build("mlp");
-  EXPECT_EQ(s.list_arguments(), (Names{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "fc3_weight",
-                                       "fc3_bias", "softmax_label"}));
+  EXPECT_EQ(s.list_arguments(), (Names{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",
+                                       "fc3_weight", "fc3_bias", "softmax_label"}));
   EXPECT_EQ(output_shape(s, models::default_inputs("mlp", 16)), (Shape{16, 10}));
   EXPECT_EQ(learned_parameters(s, models::default_inputs("mlp", 1)),
             (784 * 128 + 128) + (128 * 64 + 64) + (64 * 10 + 10));
@@ -132,7 +145,8 @@ TEST(Models, MlpShapesAndParameters) {
 TEST(Models, LstmLanguageModelsPredictEveryPositionWithEqualParameterCounts) {
   constexpr int64_t V = 10000, E = 200, H = 200, T = 35, L = 2;
   // Embedding, per layer 4H × (input + H) weights and two 4H biases, then the classifier.
-  const int64_t expected = V * E + (4 * H * (E + H) + 8 * H) + (L - 1) * (4 * H * (H + H) + 8 * H) + (V * H + V);
+  const int64_t expected =
+      V * E + (4 * H * (E + H) + 8 * H) + (L - 1) * (4 * H * (H + H) + 8 * H) + (V * H + V);
   for (const char* name : {"lstm_lm", "lstm_lm_fused"}) {
     const Symbol s = models::build(name);
     for (int64_t n : {1, 20}) {
@@ -142,12 +156,12 @@ TEST(Models, LstmLanguageModelsPredictEveryPositionWithEqualParameterCounts) {
     }
   }
   const Names fused = models::build("lstm_lm_fused").list_arguments();
-  EXPECT_EQ(fused, (Names{"data", "embed_weight", "lstm_parameters", "lstm_state", "lstm_state_cell", "cls_weight",
-                          "cls_bias", "softmax_label"}));
+  EXPECT_EQ(fused, (Names{"data", "embed_weight", "lstm_parameters", "lstm_state",
+                          "lstm_state_cell", "cls_weight", "cls_bias", "softmax_label"}));
   const Names unrolled = models::build("lstm_lm").list_arguments();
   EXPECT_EQ((Names{unrolled.begin(), unrolled.begin() + 8}),
-            (Names{"data", "embed_weight", "l0_i2h_weight", "l0_i2h_bias", "l0_init_h", "l0_h2h_weight", "l0_h2h_bias",
-                   "l0_init_c"}));
+            (Names{"data", "embed_weight", "l0_i2h_weight", "l0_i2h_bias", "l0_init_h",
+                   "l0_h2h_weight", "l0_h2h_bias", "l0_init_c"}));
   EXPECT_EQ(unrolled.size(), 2u + 6u * L + 3u);
 }
 
@@ -190,7 +204,8 @@ std::vector<NDArray> run(const Graph& g, const std::map<std::string, NDArray>& a
     std::vector<NDArray> inputs;
     for (const NodeEntry& e : n.inputs) inputs.push_back(entries[g.entry_id(e)]);
     const std::vector<NDArray> outs = invoke_all(n.op_attrs, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) entries[g.entry_id(nid, static_cast<uint32_t>(i))] = outs[i];
+    for (size_t i = 0; i < outs.size(); ++i)
+      entries[g.entry_id(nid, static_cast<uint32_t>(i))] = outs[i];
   }
   std::vector<NDArray> heads;
   for (const NodeEntry& e : g.heads) heads.push_back(entries[g.entry_id(e)]);
@@ -243,7 +258,8 @@ TEST(Models, UnrolledLstmComputesWhatTheFusedRnnComputes) {
         Shape{N, H}, std::vector<float>(c0.begin() + l * N * H, c0.begin() + (l + 1) * N * H));
   }
   weights.insert(weights.end(), biases.begin(), biases.end());
-  b["lstm_parameters"] = NDArray::from_vector<float>(Shape{static_cast<int64_t>(weights.size())}, weights);
+  b["lstm_parameters"] =
+      NDArray::from_vector<float>(Shape{static_cast<int64_t>(weights.size())}, weights);
   b["lstm_state"] = NDArray::from_vector<float>(Shape{L, N, H}, h0);
   b["lstm_state_cell"] = NDArray::from_vector<float>(Shape{L, N, H}, c0);
 

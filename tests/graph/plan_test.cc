@@ -1,6 +1,8 @@
 // Memory planning: plans of random problems checked against brute-force references (overlaps,
 // lower bound, in-place rules), the block-sharing baseline, graph plans (a hand-computed MLP,
 // workspaces, what is left out of the arena), and every model file within 2% of the lower bound.
+#include "graph/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,14 +16,15 @@
 
 #include "base/error.h"
 #include "graph/json.h"
-#include "graph/plan.h"
 #include "tests/graph/model_inputs.h"
 #include "tests/graph/models_dir.h"
 
 namespace weft::graph {
 namespace {
 
-size_t aligned(size_t bytes, size_t alignment = 64) { return (bytes + alignment - 1) / alignment * alignment; }
+size_t aligned(size_t bytes, size_t alignment = 64) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
 
 // ---- independent references for the abstract problem ------------------------------------------
 
@@ -31,7 +34,8 @@ size_t aligned(size_t bytes, size_t alignment = 64) { return (bytes + alignment 
 std::vector<bool> expected_inplace(const std::vector<PlanBuffer>& buffers, size_t alignment = 64) {
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return buffers[a].first < buffers[b].first; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers[a].first < buffers[b].first; });
   std::vector<bool> taken(buffers.size(), false), honoured(buffers.size(), false);
   for (size_t b : order) {
     const int32_t a = buffers[b].inplace_from;
@@ -47,7 +51,8 @@ std::vector<bool> expected_inplace(const std::vector<PlanBuffer>& buffers, size_
 
 // The peak over every step of the live bytes, a pair sharing memory in place counted once (at
 // the step where the source dies and the buffer is written).
-size_t brute_force_lower_bound(const std::vector<PlanBuffer>& buffers, const std::vector<bool>& inplace) {
+size_t brute_force_lower_bound(const std::vector<PlanBuffer>& buffers,
+                               const std::vector<bool>& inplace) {
   uint32_t max_step = 0;
   for (const PlanBuffer& b : buffers) max_step = std::max(max_step, b.last);
   size_t peak = 0;
@@ -63,24 +68,29 @@ size_t brute_force_lower_bound(const std::vector<PlanBuffer>& buffers, const std
 }
 
 // The first buffer of b's in-place chain.
-size_t chain_root(const std::vector<PlanBuffer>& buffers, const std::vector<bool>& inplace, size_t b) {
+size_t chain_root(const std::vector<PlanBuffer>& buffers, const std::vector<bool>& inplace,
+                  size_t b) {
   while (inplace[b]) b = static_cast<size_t>(buffers[b].inplace_from);
   return b;
 }
 
 // Every pair of buffers alive at a common step occupies disjoint bytes (unless one chain).
-::testing::AssertionResult no_overlaps(const std::vector<PlanBuffer>& buffers, const BufferPlan& plan) {
+::testing::AssertionResult no_overlaps(const std::vector<PlanBuffer>& buffers,
+                                       const BufferPlan& plan) {
   for (size_t i = 0; i < buffers.size(); ++i) {
-    if (plan.offsets[i] % 64 != 0) return ::testing::AssertionFailure() << "buffer " << i << " misaligned";
+    if (plan.offsets[i] % 64 != 0)
+      return ::testing::AssertionFailure() << "buffer " << i << " misaligned";
     if (plan.offsets[i] + aligned(buffers[i].bytes) > plan.arena_bytes) {
       return ::testing::AssertionFailure() << "buffer " << i << " outside the arena";
     }
     for (size_t j = i + 1; j < buffers.size(); ++j) {
-      const bool same_time = buffers[i].first <= buffers[j].last && buffers[j].first <= buffers[i].last;
+      const bool same_time =
+          buffers[i].first <= buffers[j].last && buffers[j].first <= buffers[i].last;
       const size_t si = aligned(buffers[i].bytes), sj = aligned(buffers[j].bytes);
       const bool same_bytes = si > 0 && sj > 0 && plan.offsets[i] < plan.offsets[j] + sj &&
                               plan.offsets[j] < plan.offsets[i] + si;
-      if (same_time && same_bytes && chain_root(buffers, plan.inplace, i) != chain_root(buffers, plan.inplace, j)) {
+      if (same_time && same_bytes &&
+          chain_root(buffers, plan.inplace, i) != chain_root(buffers, plan.inplace, j)) {
         return ::testing::AssertionFailure() << "buffers " << i << " and " << j << " overlap";
       }
     }
@@ -94,10 +104,21 @@ std::vector<PlanBuffer> random_problem(std::mt19937_64& rng, size_t n, uint32_t 
   for (size_t i = 0; i < n; ++i) {
     PlanBuffer& b = buffers[i];
     switch (uniform(0, 9)) {
-      case 0: b.bytes = 0; break;
-      case 1: case 2: b.bytes = uniform(1, 200); break;
-      case 3: case 4: case 5: b.bytes = 64 * uniform(1, 64); break;
-      default: b.bytes = uniform(1, 100000); break;
+      case 0:
+        b.bytes = 0;
+        break;
+      case 1:
+      case 2:
+        b.bytes = uniform(1, 200);
+        break;
+      case 3:
+      case 4:
+      case 5:
+        b.bytes = 64 * uniform(1, 64);
+        break;
+      default:
+        b.bytes = uniform(1, 100000);
+        break;
     }
     b.first = static_cast<uint32_t>(uniform(0, steps - 1));
     b.last = b.first + static_cast<uint32_t>(uniform(0, 1) ? uniform(0, 3) : uniform(0, steps));
@@ -128,9 +149,11 @@ TEST(PlanBuffers, RandomProblemsGiveValidPlansAtOrAboveTheLowerBound) {
     for (const PlanBuffer& b : buffers) no_reuse += aligned(b.bytes);
 
     for (bool baseline : {false, true}) {
-      const BufferPlan plan = baseline ? plan_buffers_block_sharing(buffers) : plan_buffers(buffers);
+      const BufferPlan plan =
+          baseline ? plan_buffers_block_sharing(buffers) : plan_buffers(buffers);
       ASSERT_EQ(plan.inplace, inplace) << "trial " << trial << (baseline ? " (baseline)" : "");
-      ASSERT_TRUE(no_overlaps(buffers, plan)) << "trial " << trial << (baseline ? " (baseline)" : "");
+      ASSERT_TRUE(no_overlaps(buffers, plan))
+          << "trial " << trial << (baseline ? " (baseline)" : "");
       ASSERT_NO_THROW(check_buffer_plan(buffers, plan)) << "trial " << trial;
       ASSERT_EQ(plan.lower_bound, lower_bound) << "trial " << trial;
       ASSERT_EQ(plan.no_reuse, no_reuse) << "trial " << trial;
@@ -149,7 +172,8 @@ TEST(PlanBuffers, RandomProblemsGiveValidPlansAtOrAboveTheLowerBound) {
   // The generator must exercise in-place sharing; the planner must stay near the bound.
   EXPECT_GT(honoured, 1000u);  // about 4500
   EXPECT_LT(worst, 1.5);
-  std::printf("random problems: %zu, in-place pairs %zu, worst arena/lower bound %.3f\n", problems, honoured, worst);
+  std::printf("random problems: %zu, in-place pairs %zu, worst arena/lower bound %.3f\n", problems,
+              honoured, worst);
 }
 
 TEST(PlanBuffers, EqualSizesReachTheLowerBound) {
@@ -164,7 +188,8 @@ TEST(PlanBuffers, EqualSizesReachTheLowerBound) {
     }
     const BufferPlan plan = plan_buffers(buffers);
     check_buffer_plan(buffers, plan);
-    ASSERT_EQ(plan.arena_bytes, brute_force_lower_bound(buffers, std::vector<bool>(buffers.size(), false)))
+    ASSERT_EQ(plan.arena_bytes,
+              brute_force_lower_bound(buffers, std::vector<bool>(buffers.size(), false)))
         << "trial " << trial;
   }
 }
@@ -247,8 +272,8 @@ TEST(PlanBuffers, CheckerRejectsBrokenPlans) {
   wrong_bound.lower_bound -= 64;
   EXPECT_THROW(check_buffer_plan(buffers, wrong_bound), InternalError);
 
-  EXPECT_THROW(plan_buffers({{64, 3, 2}}), ValueError);          // written after its last read
-  EXPECT_THROW(plan_buffers({{64, 0, 2, 5}}), ValueError);       // no such source
+  EXPECT_THROW(plan_buffers({{64, 3, 2}}), ValueError);             // written after its last read
+  EXPECT_THROW(plan_buffers({{64, 0, 2, 5}}), ValueError);          // no such source
   EXPECT_THROW(plan_buffers({{64, 0, 1}}, {0, true}), ValueError);  // alignment 0
 }
 
@@ -280,20 +305,23 @@ Node op_node(std::string op, std::string name, std::vector<NodeEntry> inputs, At
 // data (4, 784) -> fc1 (128) -> relu1 -> fc2 (64) -> relu2 -> fc3 (10) -> softmax.
 Graph mlp_graph(bool branch = false) {
   Graph g;
-  g.add_node(variable("data"));                                                                      // 0
-  g.add_node(variable("fc1_weight"));                                                                // 1
-  g.add_node(variable("fc1_bias"));                                                                  // 2
-  g.add_node(op_node("FullyConnected", "fc1", {{0, 0}, {1, 0}, {2, 0}}, {{"num_hidden", "128"}}));  // 3
-  g.add_node(op_node("Activation", "relu1", {{3, 0}}, {{"act_type", "relu"}}));                      // 4
-  g.add_node(variable("fc2_weight"));                                                                // 5
-  g.add_node(variable("fc2_bias"));                                                                  // 6
-  g.add_node(op_node("FullyConnected", "fc2", {{4, 0}, {5, 0}, {6, 0}}, {{"num_hidden", "64"}}));   // 7
-  g.add_node(op_node("Activation", "relu2", {{7, 0}}, {{"act_type", "relu"}}));                      // 8
-  g.add_node(variable("fc3_weight"));                                                                // 9
-  g.add_node(variable("fc3_bias"));                                                                  // 10
-  g.add_node(op_node("FullyConnected", "fc3", {{8, 0}, {9, 0}, {10, 0}}, {{"num_hidden", "10"}}));  // 11
-  g.add_node(variable("softmax_label"));                                                             // 12
-  g.add_node(op_node("SoftmaxOutput", "softmax", {{11, 0}, {12, 0}}));                               // 13
+  g.add_node(variable("data"));        // 0
+  g.add_node(variable("fc1_weight"));  // 1
+  g.add_node(variable("fc1_bias"));    // 2
+  g.add_node(
+      op_node("FullyConnected", "fc1", {{0, 0}, {1, 0}, {2, 0}}, {{"num_hidden", "128"}}));  // 3
+  g.add_node(op_node("Activation", "relu1", {{3, 0}}, {{"act_type", "relu"}}));              // 4
+  g.add_node(variable("fc2_weight"));                                                        // 5
+  g.add_node(variable("fc2_bias"));                                                          // 6
+  g.add_node(
+      op_node("FullyConnected", "fc2", {{4, 0}, {5, 0}, {6, 0}}, {{"num_hidden", "64"}}));  // 7
+  g.add_node(op_node("Activation", "relu2", {{7, 0}}, {{"act_type", "relu"}}));             // 8
+  g.add_node(variable("fc3_weight"));                                                       // 9
+  g.add_node(variable("fc3_bias"));                                                         // 10
+  g.add_node(
+      op_node("FullyConnected", "fc3", {{8, 0}, {9, 0}, {10, 0}}, {{"num_hidden", "10"}}));  // 11
+  g.add_node(variable("softmax_label"));                                                     // 12
+  g.add_node(op_node("SoftmaxOutput", "softmax", {{11, 0}, {12, 0}}));                       // 13
   g.heads = {{13, 0}};
   if (branch) g.heads.push_back({3, 0});  // fc1's output is also a result: it may not be reused
   g.reindex();
@@ -371,7 +399,8 @@ TEST(PlanMemory, EntriesReadSeveralTimesLiveUntilTheLastReader) {
   InferInputs in;
   in.shapes["data"] = Shape({16, 16});
   const MemoryPlan mp = plan_memory(g, infer_shapes_types(g, in));
-  const uint32_t relu1 = g.entry_id(1, 0), relu2 = g.entry_id(2, 0), sig = g.entry_id(3, 0), add = g.entry_id(4, 0);
+  const uint32_t relu1 = g.entry_id(1, 0), relu2 = g.entry_id(2, 0), sig = g.entry_id(3, 0),
+                 add = g.entry_id(4, 0);
   EXPECT_EQ(mp.buffers[mp.entry_buffer[relu1]].last, 4u);
   EXPECT_EQ(mp.entry_inplace_of[relu2], -1);   // relu1 is still needed
   EXPECT_EQ(mp.entry_inplace_of[sig], relu2);  // relu2 dies at sig
@@ -397,12 +426,14 @@ TEST(PlanMemory, WorkspacesLiveDuringTheirNodeOnly) {
   Graph g;
   g.add_node(variable("data"));
   g.add_node(variable("w"));
-  g.add_node(op_node("Convolution", "conv1", {{0, 0}, {1, 0}},
-                     {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}, {"pad", "(1,1)"}}));
+  g.add_node(
+      op_node("Convolution", "conv1", {{0, 0}, {1, 0}},
+              {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}, {"pad", "(1,1)"}}));
   g.add_node(op_node("Activation", "relu", {{2, 0}}, {{"act_type", "relu"}}));
   g.add_node(variable("w2"));
-  g.add_node(op_node("Convolution", "conv2", {{3, 0}, {4, 0}},
-                     {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}, {"pad", "(1,1)"}}));
+  g.add_node(
+      op_node("Convolution", "conv2", {{3, 0}, {4, 0}},
+              {{"kernel", "(3,3)"}, {"num_filter", "8"}, {"no_bias", "True"}, {"pad", "(1,1)"}}));
   g.add_node(op_node("Activation", "out", {{5, 0}}, {{"act_type", "tanh"}}));
   g.heads = {{6, 0}};
   g.reindex();
@@ -435,7 +466,9 @@ TEST(PlanMemory, WorkspacesLiveDuringTheirNodeOnly) {
     EXPECT_NE(text.find("workspace of conv1"), std::string::npos) << text;
   }
   const std::string last_line = text.substr(text.rfind('\n', text.size() - 2) + 1);
-  EXPECT_EQ(last_line.rfind("plan arena=" + std::to_string(mp.plan.arena_bytes) + " lower_bound=", 0), 0u) << text;
+  EXPECT_EQ(
+      last_line.rfind("plan arena=" + std::to_string(mp.plan.arena_bytes) + " lower_bound=", 0), 0u)
+      << text;
 }
 
 TEST(PlanMemory, RealDtypeSizesAreUsed) {
@@ -501,7 +534,8 @@ void expect_lifetimes(const Graph& g, const MemoryPlan& mp) {
       ASSERT_EQ(b.last, std::max(nid, last[eid]));
       if (mp.entry_inplace_of[eid] >= 0) {
         const uint32_t src = static_cast<uint32_t>(mp.entry_inplace_of[eid]);
-        ASSERT_EQ(last[src], nid) << "entry " << eid << " in place of " << src << ", which is read later";
+        ASSERT_EQ(last[src], nid) << "entry " << eid << " in place of " << src
+                                  << ", which is read later";
         ASSERT_EQ(mp.entry_bytes[src], mp.entry_bytes[eid]);
         ASSERT_EQ(mp.entry_offset[src], mp.entry_offset[eid]);
       }
@@ -517,8 +551,8 @@ TEST_P(ModelPlan, WithinTwoPercentOfTheLowerBound) {
     for (bool train : {false, true}) {
       SCOPED_TRACE(file + " batch " + std::to_string(batch) + (train ? " training" : " inference"));
       const InferInputs inputs = testing::model_inputs(file, batch);
-      const testing::InferredGraph ig =
-          train ? testing::training_graph(forward, inputs) : testing::inference_graph(forward, inputs);
+      const testing::InferredGraph ig = train ? testing::training_graph(forward, inputs)
+                                              : testing::inference_graph(forward, inputs);
       const MemoryPlan mp = plan_memory(ig.graph, ig.inferred);
       expect_lifetimes(ig.graph, mp);
       ASSERT_NO_THROW(check_buffer_plan(mp.buffers, mp.plan));
@@ -535,9 +569,9 @@ TEST_P(ModelPlan, WithinTwoPercentOfTheLowerBound) {
       const MemoryPlan bp = plan_memory(ig.graph, ig.inferred, baseline);
       ASSERT_NO_THROW(check_buffer_plan(bp.buffers, bp.plan));
       EXPECT_EQ(bp.plan.lower_bound, mp.plan.lower_bound);
-      std::printf("  %-60s batch %2lld %-9s buffers %5zu  arena/lb %.4f  baseline/lb %.4f\n", file.c_str(),
-                  static_cast<long long>(batch), train ? "training" : "inference", mp.buffers.size(),
-                  mp.plan.ratio(), bp.plan.ratio());
+      std::printf("  %-60s batch %2lld %-9s buffers %5zu  arena/lb %.4f  baseline/lb %.4f\n",
+                  file.c_str(), static_cast<long long>(batch), train ? "training" : "inference",
+                  mp.buffers.size(), mp.plan.ratio(), bp.plan.ratio());
     }
   }
 }

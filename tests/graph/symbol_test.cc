@@ -28,7 +28,9 @@ std::string error_of(F&& f) {
   return "(no error)";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 Names node_names(const Graph& g) {
   Names out;
@@ -76,8 +78,8 @@ TEST(Symbol, BatchNormStatisticsAreAuxiliaryStates) {
   Symbol relu = sym::Activation(bn, "relu0", "relu");
   EXPECT_EQ(relu.list_arguments(), (Names{"data", "conv0_weight", "bn0_gamma", "bn0_beta"}));
   EXPECT_EQ(relu.list_auxiliary_states(), (Names{"bn0_moving_mean", "bn0_moving_var"}));
-  EXPECT_EQ(relu.list_inputs(),
-            (Names{"data", "conv0_weight", "bn0_gamma", "bn0_beta", "bn0_moving_mean", "bn0_moving_var"}));
+  EXPECT_EQ(relu.list_inputs(), (Names{"data", "conv0_weight", "bn0_gamma", "bn0_beta",
+                                       "bn0_moving_mean", "bn0_moving_var"}));
   // BatchNorm's mean and var outputs are hidden: one visible output.
   EXPECT_EQ(bn.num_outputs(), 1u);
   EXPECT_EQ(bn.attr("eps"), std::optional<std::string>("2e-05"));
@@ -93,8 +95,9 @@ TEST(Symbol, AutomaticNamesCountPerOpWithinAScope) {
   EXPECT_EQ(a.name(), "convolution0");
   EXPECT_EQ(b.name(), "convolution1");
   EXPECT_EQ(c.name(), "fullyconnected0");
-  EXPECT_EQ(c.list_arguments(), (Names{"data", "convolution0_weight", "convolution0_bias", "convolution1_weight",
-                                       "convolution1_bias", "fullyconnected0_weight", "fullyconnected0_bias"}));
+  EXPECT_EQ(c.list_arguments(),
+            (Names{"data", "convolution0_weight", "convolution0_bias", "convolution1_weight",
+                   "convolution1_bias", "fullyconnected0_weight", "fullyconnected0_bias"}));
   {
     NameScope inner("net_");
     Symbol d = Symbol::op("Activation", {c}, {{"act_type", "relu"}});
@@ -119,10 +122,11 @@ TEST(Symbol, ArgumentsFollowDepthFirstPostOrder) {
   Symbol fb = sym::FullyConnected(b, "fb", 4);
   Symbol sum = sym::elemwise_add(fa, fb, "sum");
   Symbol both = sym::elemwise_mul(sum, fa, "both");  // fa reached twice, listed once
-  EXPECT_EQ(both.list_arguments(), (Names{"a", "fa_weight", "fa_bias", "b", "fb_weight", "fb_bias"}));
+  EXPECT_EQ(both.list_arguments(),
+            (Names{"a", "fa_weight", "fa_bias", "b", "fb_weight", "fb_bias"}));
   const Graph g = both.to_graph();
-  EXPECT_EQ(node_names(g),
-            (Names{"a", "fa_weight", "fa_bias", "fa", "b", "fb_weight", "fb_bias", "fb", "sum", "both"}));
+  EXPECT_EQ(node_names(g), (Names{"a", "fa_weight", "fa_bias", "fa", "b", "fb_weight", "fb_bias",
+                                  "fb", "sum", "both"}));
   EXPECT_EQ(g.heads.size(), 1u);
   EXPECT_EQ(g.heads[0].node, 9u);
 }
@@ -157,8 +161,10 @@ TEST(Symbol, GroupKeepsEveryHead) {
   Symbol split = sym::SliceChannel(data, "split", 2);
   Symbol group = Symbol::group({fc2, fc1, split});
   EXPECT_EQ(group.num_outputs(), 4u);
-  EXPECT_EQ(group.list_outputs(), (Names{"fc2_output", "fc1_output", "split_output0", "split_output1"}));
-  EXPECT_EQ(group.list_arguments(), (Names{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"}));
+  EXPECT_EQ(group.list_outputs(),
+            (Names{"fc2_output", "fc1_output", "split_output0", "split_output1"}));
+  EXPECT_EQ(group.list_arguments(),
+            (Names{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"}));
   const Graph g = group.to_graph();
   ASSERT_EQ(g.heads.size(), 4u);
   EXPECT_EQ(g.nodes[g.heads[0].node].name, "fc2");
@@ -185,7 +191,8 @@ TEST(Symbol, VariablesDeclareShapeAndType) {
   EXPECT_TRUE(x.is_variable());
   EXPECT_EQ(x.op_name(), "null");
   EXPECT_EQ(x.attr("__shape__"), std::optional<std::string>("(2, 3)"));
-  EXPECT_EQ(x.attr("__dtype__"), std::optional<std::string>(std::to_string(static_cast<int>(DType::kFloat16))));
+  EXPECT_EQ(x.attr("__dtype__"),
+            std::optional<std::string>(std::to_string(static_cast<int>(DType::kFloat16))));
   Symbol y = Symbol::variable("y", Shape{-1, 5});
   EXPECT_EQ(y.attr("__shape__"), std::optional<std::string>("(0, 5)"));
   EXPECT_FALSE(y.attr("__dtype__").has_value());
@@ -211,12 +218,17 @@ TEST(Symbol, CompositionErrorsNameTheOpAndNode) {
   err = error_of([&] { (void)Symbol::op("Convolution", {data}, {{"kernel", "(3, 3)"}}, "conv7"); });
   EXPECT_TRUE(contains(err, "num_filter")) << err;
   EXPECT_TRUE(contains(err, "conv7")) << err;
-  err = error_of([&] { (void)Symbol::op("Activation", {data}, {{"act_type", "relu"}, {"slope", "1"}}, "a1"); });
+  err = error_of([&] {
+    (void)Symbol::op("Activation", {data}, {{"act_type", "relu"}, {"slope", "1"}}, "a1");
+  });
   EXPECT_TRUE(contains(err, "slope")) << err;
-  err = error_of([&] { (void)Symbol::op("Activation", {data, data}, {{"act_type", "relu"}}, "a2"); });
+  err = error_of([&] {
+    (void)Symbol::op("Activation", {data, data}, {{"act_type", "relu"}}, "a2");
+  });
   EXPECT_TRUE(contains(err, "takes 1 inputs")) << err;
   EXPECT_TRUE(contains(err, "'a2'")) << err;
-  err = error_of([&] { (void)sym::RNN(data, "gru", 8, 1, "gru", {}, {}, Symbol::variable("cell")); });
+  err =
+      error_of([&] { (void)sym::RNN(data, "gru", 8, 1, "gru", {}, {}, Symbol::variable("cell")); });
   EXPECT_TRUE(contains(err, "state_cell")) << err;
   EXPECT_THROW((void)Symbol().to_graph(), ValueError);
 }
@@ -224,7 +236,8 @@ TEST(Symbol, CompositionErrorsNameTheOpAndNode) {
 TEST(Symbol, FusedRnnCreatesItsParametersAndStates) {
   Symbol data = Symbol::variable("data");
   Symbol lstm = sym::RNN(data, "lstm", 8, 2, "lstm");
-  EXPECT_EQ(lstm.list_arguments(), (Names{"data", "lstm_parameters", "lstm_state", "lstm_state_cell"}));
+  EXPECT_EQ(lstm.list_arguments(),
+            (Names{"data", "lstm_parameters", "lstm_state", "lstm_state_cell"}));
   Symbol gru = sym::RNN(data, "gru", 8, 1, "gru", {}, {}, {}, false, 0, /*state_outputs=*/true);
   EXPECT_EQ(gru.list_arguments(), (Names{"data", "gru_parameters", "gru_state"}));
   EXPECT_EQ(gru.list_outputs(), (Names{"gru_output", "gru_state_output"}));
@@ -238,7 +251,8 @@ TEST(Symbol, GraphRoundTripKeepsStructure) {
   const Graph g2 = Symbol::from_graph(g1).to_graph();
   EXPECT_EQ(dump(g1), dump(g2));
   EXPECT_EQ(Symbol::from_graph(g1).list_outputs(), group.list_outputs());
-  EXPECT_EQ(Symbol::from_graph(g1).list_auxiliary_states(), (Names{"bn_moving_mean", "bn_moving_var"}));
+  EXPECT_EQ(Symbol::from_graph(g1).list_auxiliary_states(),
+            (Names{"bn_moving_mean", "bn_moving_var"}));
 }
 
 TEST(Symbol, FromGraphDropsUnreachableNodes) {
@@ -274,8 +288,8 @@ TEST(Symbol, InferShapeReportsArgumentsOutputsAndAuxStates) {
   Symbol pool = sym::Pooling(bn, "pool", {2, 2}, "max", {2, 2});
   Symbol fc = sym::FullyConnected(sym::Flatten(pool, "flat"), "fc", 10);
   Symbol out = sym::SoftmaxOutput(fc, "softmax");
-  EXPECT_EQ(out.list_arguments(),
-            (Names{"data", "conv_weight", "bn_gamma", "bn_beta", "fc_weight", "fc_bias", "softmax_label"}));
+  EXPECT_EQ(out.list_arguments(), (Names{"data", "conv_weight", "bn_gamma", "bn_beta", "fc_weight",
+                                         "fc_bias", "softmax_label"}));
 
   InferInputs in;
   in.shapes["data"] = Shape{4, 3, 32, 32};
@@ -309,9 +323,11 @@ TEST(Symbol, InferShapeReportsArgumentsOutputsAndAuxStates) {
 
 TEST(Symbol, JsonRoundTripIsExact) {
   Symbol data = Symbol::variable("data", Shape{0, 3, 8, 8});
-  Symbol bn = sym::BatchNorm(sym::Convolution(data, "conv", 4, {3, 3}, {1, 1}, {1, 1}), "bn", false, 1e-5);
+  Symbol bn =
+      sym::BatchNorm(sym::Convolution(data, "conv", 4, {3, 3}, {1, 1}, {1, 1}), "bn", false, 1e-5);
   Symbol parts = sym::SliceChannel(bn, "split", 2);
-  Symbol out = Symbol::group({sym::SoftmaxOutput(sym::FullyConnected(parts[0], "fc", 5), "softmax"), parts[1]});
+  Symbol out = Symbol::group(
+      {sym::SoftmaxOutput(sym::FullyConnected(parts[0], "fc", 5), "softmax"), parts[1]});
   const std::string json = out.to_json();
   const Symbol back = Symbol::from_json(json);
   EXPECT_EQ(back.to_json(), json);
@@ -321,7 +337,8 @@ TEST(Symbol, JsonRoundTripIsExact) {
   EXPECT_TRUE(contains(json, "\"op\": \"Convolution\"")) << json;
   EXPECT_TRUE(contains(json, "\"__shape__\": \"(0, 3, 8, 8)\"")) << json;
   // BatchNorm's mutated moving statistics carry version 1, as in files MXNet's symbol API writes.
-  EXPECT_TRUE(contains(json, "\"inputs\": [[3, 0, 0], [4, 0, 0], [5, 0, 0], [6, 0, 1], [7, 0, 1]]")) << json;
+  EXPECT_TRUE(contains(json, "\"inputs\": [[3, 0, 0], [4, 0, 0], [5, 0, 0], [6, 0, 1], [7, 0, 1]]"))
+      << json;
 
   const auto path = std::filesystem::temp_directory_path() / "weft_symbol_test-symbol.json";
   out.save(path);
@@ -349,7 +366,8 @@ TEST(Symbol, LoadedModelFilesSaveAsTheJsonWriterDoes) {
     const std::string expected = save_json(unversioned), actual = s.to_json();
     EXPECT_TRUE(actual == expected)
         << file << ": first difference at byte "
-        << std::mismatch(actual.begin(), actual.end(), expected.begin(), expected.end()).first - actual.begin();
+        << std::mismatch(actual.begin(), actual.end(), expected.begin(), expected.end()).first -
+               actual.begin();
     EXPECT_EQ(s.list_arguments(), g.list_arguments()) << file;
     EXPECT_EQ(s.list_auxiliary_states(), g.list_auxiliary_states()) << file;
     ++checked;

@@ -173,9 +173,9 @@ TEST(BestFitSegmentPolicyTest, LargeSegmentIsTheRequestRoundedToTwoMiBByDefault)
   PoolConfig config = pool_config(PoolStrategy::kBestFit);
   config.large_buffer_segments = false;  // the default
   PooledAllocator pool(upstream, config);
-  DataPtr a = pool.allocate(3 * MiB + 1);   // 1 MiB < request < 10 MiB: 4 MiB, not 20 MiB
-  DataPtr b = pool.allocate(12 * MiB);      // already a multiple of 2 MiB
-  DataPtr c = pool.allocate(512 * KiB);     // small pool: a 2 MiB segment
+  DataPtr a = pool.allocate(3 * MiB + 1);  // 1 MiB < request < 10 MiB: 4 MiB, not 20 MiB
+  DataPtr b = pool.allocate(12 * MiB);     // already a multiple of 2 MiB
+  DataPtr c = pool.allocate(512 * KiB);    // small pool: a 2 MiB segment
   EXPECT_EQ(upstream->requests(), (std::vector<size_t>{4 * MiB, 12 * MiB, 2 * MiB}));
   EXPECT_EQ(pool.stats().reserved_bytes, 18 * MiB);
   EXPECT_EQ(PoolConfig{}.large_buffer_segments, false);

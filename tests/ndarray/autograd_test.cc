@@ -1,10 +1,11 @@
 // Autograd: recording, grad_req write/add, head gradients, retain_graph, BlockGrad, modes, and
 // agreement with finite differences on a composite function.
+#include "ndarray/autograd.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "ndarray/autograd.h"
 #include "ndarray/ndarray.h"
 #include "ndarray/ops.h"
 #include "ndarray/runtime.h"
@@ -141,8 +142,8 @@ TEST(Autograd, GradFunctionReturnsGradientsOfIntermediates) {
     y = h * h;
   }
   auto g = autograd::grad({y}, {h, x});
-  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{6, 12}));    // 2h
-  EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{18, 36}));   // 2h*3
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{6, 12}));   // 2h
+  EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{18, 36}));  // 2h*3
 }
 
 // A small network's gradient against central differences computed through the same forward.

@@ -1,9 +1,10 @@
 // NDArray save/load through .params and .npy: round trips, arg:/aux: names, sparse densifying.
+#include "ndarray/io.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "ndarray/io.h"
 #include "ndarray/serialize.h"
 
 namespace weft {
@@ -31,7 +32,8 @@ TEST(NDArrayIo, ParamsDictRoundTripKeepsNamesValuesAndDtypes) {
 
 TEST(NDArrayIo, ParamsListRoundTrip) {
   const std::string path = temp_path("list.params");
-  save_arrays(path, std::vector<NDArray>{NDArray::full(Shape{4}, 3.0), NDArray::zeros(Shape{1, 1})}, /*v3=*/true);
+  save_arrays(path, std::vector<NDArray>{NDArray::full(Shape{4}, 3.0), NDArray::zeros(Shape{1, 1})},
+              /*v3=*/true);
   LoadedArrays loaded = load_arrays(path);
   EXPECT_TRUE(loaded.names.empty());
   ASSERT_EQ(loaded.arrays.size(), 2u);
@@ -47,12 +49,15 @@ TEST(NDArrayIo, SparseRecordsLoadDense) {
   csr.dtype = DType::kFloat32;
   csr.storage_type = 2;
   float vals[] = {5, 7, 8};
-  csr.bytes.assign(reinterpret_cast<uint8_t*>(vals), reinterpret_cast<uint8_t*>(vals) + sizeof(vals));
+  csr.bytes.assign(reinterpret_cast<uint8_t*>(vals),
+                   reinterpret_cast<uint8_t*>(vals) + sizeof(vals));
   csr.storage_shape = Shape{3};
   int64_t indptr[] = {0, 1, 3}, indices[] = {1, 0, 2};
   csr.aux_meta = {{DType::kInt64, Shape{3}}, {DType::kInt64, Shape{3}}};
-  csr.aux_bytes = {std::vector<uint8_t>(reinterpret_cast<uint8_t*>(indptr), reinterpret_cast<uint8_t*>(indptr) + 24),
-                   std::vector<uint8_t>(reinterpret_cast<uint8_t*>(indices), reinterpret_cast<uint8_t*>(indices) + 24)};
+  csr.aux_bytes = {std::vector<uint8_t>(reinterpret_cast<uint8_t*>(indptr),
+                                        reinterpret_cast<uint8_t*>(indptr) + 24),
+                   std::vector<uint8_t>(reinterpret_cast<uint8_t*>(indices),
+                                        reinterpret_cast<uint8_t*>(indices) + 24)};
   HostArray rsp;
   rsp.shape = Shape{3, 2};
   rsp.dtype = DType::kFloat32;
@@ -62,7 +67,8 @@ TEST(NDArrayIo, SparseRecordsLoadDense) {
   rsp.storage_shape = Shape{1, 2};
   int64_t rows[] = {1};
   rsp.aux_meta = {{DType::kInt64, Shape{1}}};
-  rsp.aux_bytes = {std::vector<uint8_t>(reinterpret_cast<uint8_t*>(rows), reinterpret_cast<uint8_t*>(rows) + 8)};
+  rsp.aux_bytes = {
+      std::vector<uint8_t>(reinterpret_cast<uint8_t*>(rows), reinterpret_cast<uint8_t*>(rows) + 8)};
   raw.names = {"csr", "rsp"};
   raw.arrays = {csr, rsp};
   const std::string path = temp_path("sparse.params");

@@ -1,4 +1,6 @@
 // NDArray behaviour: asynchronous invocation, waits, views, copies, errors at the call site.
+#include "ndarray/ndarray.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -6,7 +8,6 @@
 #include <thread>
 
 #include "ndarray/autograd.h"
-#include "ndarray/ndarray.h"
 #include "ndarray/ops.h"
 #include "ndarray/runtime.h"
 
@@ -80,7 +81,8 @@ TEST(NDArray, ShapeMismatchThrowsAtTheCallNamingTheOp) {
     EXPECT_NE(std::string(e.what()).find("elemwise_add"), std::string::npos) << e.what();
   }
   EXPECT_THROW(invoke1("no_such_op", {a}), ValueError);
-  EXPECT_THROW(invoke1("Convolution", {a, a}, {{"kernel", "(3,3)"}}), ValueError);  // num_filter missing
+  EXPECT_THROW(invoke1("Convolution", {a, a}, {{"kernel", "(3,3)"}}),
+               ValueError);  // num_filter missing
   // The arrays are intact and usable afterwards.
   EXPECT_EQ((a + a).to_vector<float>(), (std::vector<float>{2, 4, 6, 8}));
 }
@@ -129,8 +131,8 @@ TEST(NDArray, ManyThreadsInvokingConcurrentlyGetCorrectResults) {
 TEST(NDArray, KernelErrorSurfacesAtTheWaitAndTheRuntimeStaysUsable) {
   auto a = NDArray::from_vector<float>(Shape{2}, {1, 2});
   // An operation that fails while writing `a`: readers see its error, later work still runs.
-  Runtime::get().engine().push_sync([](const RunContext&) { throw ValueError("injected failure"); }, Device::cpu(),
-                                    {}, {a.var()});
+  Runtime::get().engine().push_sync([](const RunContext&) { throw ValueError("injected failure"); },
+                                    Device::cpu(), {}, {a.var()});
   NDArray b = a + a;
   EXPECT_THROW(b.wait_to_read(), ValueError);
   EXPECT_THROW(waitall(), EngineError);

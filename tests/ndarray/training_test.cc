@@ -20,7 +20,8 @@ void sgd(std::vector<NDArray>& params, double lr) {
 double accuracy(const NDArray& logits, const std::vector<float>& labels) {
   auto pred = op::argmax(logits, 1).to_doubles();
   int correct = 0;
-  for (size_t i = 0; i < labels.size(); ++i) correct += static_cast<int>(pred[i]) == static_cast<int>(labels[i]);
+  for (size_t i = 0; i < labels.size(); ++i)
+    correct += static_cast<int>(pred[i]) == static_cast<int>(labels[i]);
   return static_cast<double>(correct) / labels.size();
 }
 
@@ -82,7 +83,8 @@ TEST(Training, CnnLearnsBarOrientation) {
                               NDArray::normal(Shape{2, 4}, 0, 0.5), NDArray::zeros(Shape{2})};
   for (auto& p : params) p.attach_grad();
   auto forward = [&] {
-    NDArray c = op::relu(op::convolution(x, params[0], params[1], Shape{3, 3}, 4, Shape{}, Shape{1, 1}));
+    NDArray c =
+        op::relu(op::convolution(x, params[0], params[1], Shape{3, 3}, 4, Shape{}, Shape{1, 1}));
     NDArray g = op::pooling(c, Shape{1, 1}, "max", Shape{}, Shape{}, /*global_pool=*/true);
     return op::fully_connected(g, params[2], params[3], 2);
   };

@@ -31,17 +31,21 @@ HostTensor map_ref(const HostTensor& a, const std::function<double(double)>& f) 
   return r;
 }
 
-HostTensor zip_ref(const HostTensor& a, const HostTensor& b, const std::function<double(double, double)>& f) {
+HostTensor zip_ref(const HostTensor& a, const HostTensor& b,
+                   const std::function<double(double, double)>& f) {
   HostTensor r = a;
   for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = f(a.data[i], b.data[i]);
   return r;
 }
 
 // Naive NumPy broadcasting via multi-indices.
-HostTensor broadcast_ref(const HostTensor& a, const HostTensor& b, const std::function<double(double, double)>& f) {
+HostTensor broadcast_ref(const HostTensor& a, const HostTensor& b,
+                         const std::function<double(double, double)>& f) {
   const int n = std::max(a.shape.ndim(), b.shape.ndim());
   std::vector<int64_t> os(n);
-  auto dim = [n](const Shape& s, int d) { return d - (n - s.ndim()) < 0 ? int64_t{1} : s[d - (n - s.ndim())]; };
+  auto dim = [n](const Shape& s, int d) {
+    return d - (n - s.ndim()) < 0 ? int64_t{1} : s[d - (n - s.ndim())];
+  };
   for (int d = 0; d < n; ++d) os[d] = std::max(dim(a.shape, d), dim(b.shape, d));
   HostTensor r;
   r.shape = Shape(os);
@@ -111,7 +115,8 @@ std::pair<HostTensor, HostTensor> binary_inputs(Shape sa, Shape sb, DType t = kF
 // ---- the ops the rest of the system relies on first --------------------------------------------
 
 TEST(ElemwiseAddN, SumsAllInputsAndAliasResolves) {
-  auto a = HostTensor::random({2, 3}, 1), b = HostTensor::random({2, 3}, 2), c = HostTensor::random({2, 3}, 3);
+  auto a = HostTensor::random({2, 3}, 1), b = HostTensor::random({2, 3}, 2),
+       c = HostTensor::random({2, 3}, 3);
   HostTensor expected = a;
   for (int i = 0; i < 6; ++i) expected.data[i] = a.data[i] + b.data[i] + c.data[i];
   EXPECT_TRUE(all_close(run_op("add_n", {{"num_args", "3"}}, {a, b, c})[0], expected));
@@ -125,18 +130,21 @@ TEST(ElemwiseAddN, AccumulatesWithAddRequest) {
   RunOptions o;
   o.req = {OpReq::kAdd};
   o.initial_outputs = {HostTensor::of({3}, {100, 100, 100})};
-  EXPECT_TRUE(all_close(run_op("add_n", {{"num_args", "2"}}, {a, b}, o)[0], HostTensor::of({3}, {111, 122, 133})));
+  EXPECT_TRUE(all_close(run_op("add_n", {{"num_args", "2"}}, {a, b}, o)[0],
+                        HostTensor::of({3}, {111, 122, 133})));
 }
 
 TEST(ElemwiseAddN, GradientCopiesHeadToEveryInput) {
-  auto a = HostTensor::random({2, 2}, 1, -1, 1, kF64), b = HostTensor::random({2, 2}, 2, -1, 1, kF64);
+  auto a = HostTensor::random({2, 2}, 1, -1, 1, kF64),
+       b = HostTensor::random({2, 2}, 2, -1, 1, kF64);
   EXPECT_TRUE(check_gradient("add_n", {{"num_args", "2"}}, {a, b}));
 }
 
 TEST(ElemwiseAddN, RejectsMissingOrZeroNumArgsAndInfersShapes) {
   EXPECT_THROW(get_op("add_n").make_attrs({}), ValueError);
   EXPECT_THROW(get_op("add_n").make_attrs({{"num_args", "0"}}), ValueError);
-  auto [in, out] = infer_shapes("add_n", {{"num_args", "3"}}, {Shape{}, Shape{2, -1}, Shape{}}, {Shape{-1, 5}});
+  auto [in, out] =
+      infer_shapes("add_n", {{"num_args", "3"}}, {Shape{}, Shape{2, -1}, Shape{}}, {Shape{-1, 5}});
   EXPECT_EQ(in[0], (Shape{2, 5}));
   EXPECT_EQ(in[2], (Shape{2, 5}));
   EXPECT_EQ(out[0], (Shape{2, 5}));
@@ -192,7 +200,9 @@ TEST(ElemwiseBinary, GradientsMatchFiniteDifferences) {
   for (const auto& c : arith_cases()) {
     auto [a, b] = binary_inputs({2, 3}, {2, 3});
     b.data[0] += 0.3;  // no ties: max/min are not differentiable there
-    EXPECT_TRUE(check_gradient(elem_name(c.op), {}, {a, b}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7})) << c.op;
+    EXPECT_TRUE(
+        check_gradient(elem_name(c.op), {}, {a, b}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7}))
+        << c.op;
   }
 }
 
@@ -205,19 +215,23 @@ TEST(ElemwiseBinary, MaximumTiesSendGradientToLhs) {
 
 TEST(ElemwiseBinary, LegacyAliasesResolve) {
   const std::vector<std::pair<std::string, std::string>> aliases{
-      {"_Plus", "elemwise_add"}, {"_plus", "elemwise_add"}, {"_add", "elemwise_add"}, {"_Minus", "elemwise_sub"},
-      {"_minus", "elemwise_sub"}, {"_sub", "elemwise_sub"},  {"_Mul", "elemwise_mul"}, {"_mul", "elemwise_mul"},
-      {"_Div", "elemwise_div"},   {"_div", "elemwise_div"},  {"_Power", "_power"},     {"_Maximum", "_maximum"},
+      {"_Plus", "elemwise_add"},  {"_plus", "elemwise_add"},  {"_add", "elemwise_add"},
+      {"_Minus", "elemwise_sub"}, {"_minus", "elemwise_sub"}, {"_sub", "elemwise_sub"},
+      {"_Mul", "elemwise_mul"},   {"_mul", "elemwise_mul"},   {"_Div", "elemwise_div"},
+      {"_div", "elemwise_div"},   {"_Power", "_power"},       {"_Maximum", "_maximum"},
       {"_Minimum", "_minimum"}};
   for (const auto& [alias, name] : aliases) EXPECT_EQ(&get_op(alias), &get_op(name)) << alias;
 }
 
 TEST(ElemwiseBinary, IntegerInputsComputeInTheirType) {
-  auto a = HostTensor::of({4}, {7, -7, 5, 3}, DType::kInt32), b = HostTensor::of({4}, {2, 2, 0, -1}, DType::kInt32);
+  auto a = HostTensor::of({4}, {7, -7, 5, 3}, DType::kInt32),
+       b = HostTensor::of({4}, {2, 2, 0, -1}, DType::kInt32);
   auto q = run_op("elemwise_div", {}, {a, b})[0];
   EXPECT_EQ(q.dtype, DType::kInt32);
-  EXPECT_TRUE(all_close(q, HostTensor::of({4}, {3, -3, 0, -3}, DType::kInt32)));  // x/0 gives 0, no trap
-  EXPECT_TRUE(all_close(run_op("elemwise_mul", {}, {a, b})[0], HostTensor::of({4}, {14, -14, 0, -3}, DType::kInt32)));
+  EXPECT_TRUE(
+      all_close(q, HostTensor::of({4}, {3, -3, 0, -3}, DType::kInt32)));  // x/0 gives 0, no trap
+  EXPECT_TRUE(all_close(run_op("elemwise_mul", {}, {a, b})[0],
+                        HostTensor::of({4}, {14, -14, 0, -3}, DType::kInt32)));
 }
 
 TEST(ElemwiseBinary, ShapeInferenceFillsInputsFromOutputAndRejectsMismatch) {
@@ -248,16 +262,18 @@ TEST(ElemwiseBinary, LargeInputsRunInParallelCorrectly) {
   auto [a, b] = binary_inputs({300, 256}, {300, 256}, DType::kFloat32);
   RunOptions o;
   o.num_threads = 2;
-  EXPECT_TRUE(all_close(run_op("elemwise_add", {}, {a, b}, o)[0], zip_ref(a, b, [](double x, double y) {
-                          return static_cast<double>(static_cast<float>(x) + static_cast<float>(y));
-                        })));
+  EXPECT_TRUE(
+      all_close(run_op("elemwise_add", {}, {a, b}, o)[0], zip_ref(a, b, [](double x, double y) {
+                  return static_cast<double>(static_cast<float>(x) + static_cast<float>(y));
+                })));
 }
 
 // ---- broadcasting -----------------------------------------------------------------------------
 
 TEST(ElemwiseBroadcast, ArithmeticAndComparisonsMatchReference) {
   const std::vector<std::pair<Shape, Shape>> shapes{
-      {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{4}, {2, 3, 4}}, {{2, 3}, {2, 3}}, {{1}, {2, 2}}, {{5, 1, 1, 2}, {5, 3, 1, 2}}};
+      {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{4}, {2, 3, 4}},
+      {{2, 3}, {2, 3}},    {{1}, {2, 2}},          {{5, 1, 1, 2}, {5, 3, 1, 2}}};
   auto cases = arith_cases();
   for (auto& c : compare_cases()) cases.push_back(c);
   for (const auto& c : cases) {
@@ -265,16 +281,19 @@ TEST(ElemwiseBroadcast, ArithmeticAndComparisonsMatchReference) {
       auto [a, b] = binary_inputs(sa, sb);
       a.data[0] = b.data[0];
       auto out = run_op("broadcast_" + c.op, {}, {a, b});
-      EXPECT_TRUE(all_close(out[0], broadcast_ref(a, b, c.ref), 1e-12, 1e-12)) << c.op << " " << sa << " " << sb;
+      EXPECT_TRUE(all_close(out[0], broadcast_ref(a, b, c.ref), 1e-12, 1e-12))
+          << c.op << " " << sa << " " << sb;
     }
   }
 }
 
 TEST(ElemwiseBroadcast, GradientsSumOverBroadcastAxes) {
   for (const auto& c : arith_cases()) {
-    for (const auto& [sa, sb] : std::vector<std::pair<Shape, Shape>>{{{2, 3, 1}, {1, 3, 4}}, {{3, 4}, {4}}}) {
+    for (const auto& [sa, sb] :
+         std::vector<std::pair<Shape, Shape>>{{{2, 3, 1}, {1, 3, 4}}, {{3, 4}, {4}}}) {
       auto [a, b] = binary_inputs(sa, sb);
-      EXPECT_TRUE(check_gradient("broadcast_" + c.op, {}, {a, b}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7}))
+      EXPECT_TRUE(check_gradient("broadcast_" + c.op, {}, {a, b},
+                                 {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7}))
           << c.op << " " << sa << " " << sb;
     }
   }
@@ -288,7 +307,8 @@ TEST(ElemwiseBroadcast, AliasesAndSeGatingShapeInference) {
   auto [in2, out2] = infer_shapes("broadcast_add", {}, {Shape{2, 1, 4}, Shape{3, 1}});
   EXPECT_EQ(out2[0], (Shape{2, 3, 4}));
   EXPECT_THROW(infer_shapes("broadcast_add", {}, {Shape{2, 3}, Shape{4}}), ShapeError);
-  EXPECT_THROW(infer_shapes("broadcast_add", {}, {Shape{2, 3}, Shape{3}}, {Shape{2, 4}}), ShapeError);
+  EXPECT_THROW(infer_shapes("broadcast_add", {}, {Shape{2, 3}, Shape{3}}, {Shape{2, 4}}),
+               ShapeError);
 }
 
 TEST(ElemwiseBroadcast, UnknownOperandDimIsInferredFromOutput) {
@@ -305,7 +325,8 @@ TEST(ElemwiseBroadcast, AddRequestAndParallelRowsAreCorrect) {
   o.num_threads = 2;
   o.req = {OpReq::kAdd};
   o.initial_outputs = {HostTensor::filled({256, 300}, 1.0)};
-  auto expected = broadcast_ref(a, b, [](double x, double y) { return 1.0 + static_cast<float>(x * y); });
+  auto expected =
+      broadcast_ref(a, b, [](double x, double y) { return 1.0 + static_cast<float>(x * y); });
   EXPECT_TRUE(all_close(run_op("broadcast_mul", {}, {a, b}, o)[0], expected, 1e-5, 1e-6));
 }
 
@@ -334,17 +355,23 @@ TEST(ElemwiseScalar, AllOpsMatchReference) {
   auto x = HostTensor::random({3, 5}, 4, 0.5, 3.0, kF64);
   x.data[0] = s;
   for (const auto& [op, ref] : cases) {
-    EXPECT_TRUE(all_close(run_op(op, {{"scalar", "1.5"}}, {x})[0], map_ref(x, ref), 1e-12, 1e-12)) << op;
+    EXPECT_TRUE(all_close(run_op(op, {{"scalar", "1.5"}}, {x})[0], map_ref(x, ref), 1e-12, 1e-12))
+        << op;
   }
 }
 
 TEST(ElemwiseScalar, DefaultScalarIsOneAndAliasesResolve) {
   auto x = HostTensor::of({2}, {2, 4});
   EXPECT_TRUE(all_close(run_op("_plus_scalar", {}, {x})[0], HostTensor::of({2}, {3, 5})));
-  for (const auto& [alias, name] : std::vector<std::pair<std::string, std::string>>{
-           {"_PlusScalar", "_plus_scalar"}, {"_MinusScalar", "_minus_scalar"}, {"_RMinusScalar", "_rminus_scalar"},
-           {"_MulScalar", "_mul_scalar"}, {"_DivScalar", "_div_scalar"}, {"_RDivScalar", "_rdiv_scalar"},
-           {"_PowerScalar", "_power_scalar"}, {"_RPowerScalar", "_rpower_scalar"}}) {
+  for (const auto& [alias, name] :
+       std::vector<std::pair<std::string, std::string>>{{"_PlusScalar", "_plus_scalar"},
+                                                        {"_MinusScalar", "_minus_scalar"},
+                                                        {"_RMinusScalar", "_rminus_scalar"},
+                                                        {"_MulScalar", "_mul_scalar"},
+                                                        {"_DivScalar", "_div_scalar"},
+                                                        {"_RDivScalar", "_rdiv_scalar"},
+                                                        {"_PowerScalar", "_power_scalar"},
+                                                        {"_RPowerScalar", "_rpower_scalar"}}) {
     EXPECT_EQ(&get_op(alias), &get_op(name)) << alias;
   }
   // MobileFaceNet preprocessing: (x - 127.5) * 0.0078125.
@@ -356,7 +383,8 @@ TEST(ElemwiseScalar, DefaultScalarIsOneAndAliasesResolve) {
 TEST(ElemwiseScalar, IsIntControlsIntegerArithmetic) {
   auto x = HostTensor::of({3}, {1, 2, 3}, DType::kInt32);
   // is_int (default): the scalar 2.7 is truncated to 2.
-  EXPECT_TRUE(all_close(run_op("_mul_scalar", {{"scalar", "2.7"}}, {x})[0], HostTensor::of({3}, {2, 4, 6}, DType::kInt32)));
+  EXPECT_TRUE(all_close(run_op("_mul_scalar", {{"scalar", "2.7"}}, {x})[0],
+                        HostTensor::of({3}, {2, 4, 6}, DType::kInt32)));
   // is_int=False: computed in double, then truncated to int32.
   EXPECT_TRUE(all_close(run_op("_mul_scalar", {{"scalar", "2.7"}, {"is_int", "False"}}, {x})[0],
                         HostTensor::of({3}, {2, 5, 8}, DType::kInt32)));
@@ -364,9 +392,12 @@ TEST(ElemwiseScalar, IsIntControlsIntegerArithmetic) {
 
 TEST(ElemwiseScalar, GradientsMatchFiniteDifferences) {
   auto x = HostTensor::random({2, 3}, 9, 0.5, 2.0, kF64);
-  for (const char* op : {"_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar",
-                         "_rdiv_scalar", "_power_scalar", "_rpower_scalar", "_maximum_scalar", "_minimum_scalar"}) {
-    EXPECT_TRUE(check_gradient(op, {{"scalar", "1.3"}}, {x}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7})) << op;
+  for (const char* op :
+       {"_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar",
+        "_rdiv_scalar", "_power_scalar", "_rpower_scalar", "_maximum_scalar", "_minimum_scalar"}) {
+    EXPECT_TRUE(
+        check_gradient(op, {{"scalar", "1.3"}}, {x}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7}))
+        << op;
   }
   auto g = op_gradient("_greater_scalar", {{"scalar", "1"}}, {x}, {x});
   EXPECT_TRUE(g[0].empty());
@@ -404,28 +435,32 @@ TEST(ElemwiseUnary, ForwardMatchesStdFunctions) {
   }
   // float32 path too.
   auto xf = HostTensor::random({8}, 22, -2, 2);
-  EXPECT_TRUE(all_close(run_op("tanh", {}, {xf})[0], map_ref(xf, [](double v) { return std::tanh(v); }), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(run_op("tanh", {}, {xf})[0],
+                        map_ref(xf, [](double v) { return std::tanh(v); }), 1e-6, 1e-6));
 }
 
 TEST(ElemwiseUnary, GradientsMatchFiniteDifferences) {
   auto x = HostTensor::random({2, 3}, 23, 0.3, 2.0, kF64);
   x.data[1] = -x.data[1];  // relu/abs on both sides of 0 (positive-only ops use another input)
   auto pos = HostTensor::random({2, 3}, 24, 0.3, 2.0, kF64);
-  for (const char* op : {"relu", "sigmoid", "tanh", "exp", "square", "abs", "negative", "reciprocal", "sin", "cos"}) {
+  for (const char* op : {"relu", "sigmoid", "tanh", "exp", "square", "abs", "negative",
+                         "reciprocal", "sin", "cos"}) {
     EXPECT_TRUE(check_gradient(op, {}, {x}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7})) << op;
   }
   for (const char* op : {"log", "sqrt"}) {
     EXPECT_TRUE(check_gradient(op, {}, {pos}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7})) << op;
   }
   // float32 with a coarse step.
-  EXPECT_TRUE(check_gradient("sigmoid", {}, {HostTensor::random({5}, 25)}, {.eps = 1e-2, .rtol = 5e-2, .atol = 5e-3}));
+  EXPECT_TRUE(check_gradient("sigmoid", {}, {HostTensor::random({5}, 25)},
+                             {.eps = 1e-2, .rtol = 5e-2, .atol = 5e-3}));
 }
 
 TEST(ElemwiseUnary, IntegerReluAbsNegativeWorkAndTranscendentalsRefuseIntegers) {
   auto x = HostTensor::of({3}, {-2, 0, 3}, DType::kInt32);
   EXPECT_TRUE(all_close(run_op("relu", {}, {x})[0], HostTensor::of({3}, {0, 0, 3}, DType::kInt32)));
   EXPECT_TRUE(all_close(run_op("abs", {}, {x})[0], HostTensor::of({3}, {2, 0, 3}, DType::kInt32)));
-  EXPECT_TRUE(all_close(run_op("negative", {}, {x})[0], HostTensor::of({3}, {2, 0, -3}, DType::kInt32)));
+  EXPECT_TRUE(
+      all_close(run_op("negative", {}, {x})[0], HostTensor::of({3}, {2, 0, -3}, DType::kInt32)));
   EXPECT_THROW(run_op("exp", {}, {x}), NotImplemented);
 }
 
@@ -448,7 +483,8 @@ TEST(ElemwiseClip, ClipsForwardAndPassesGradientInsideRange) {
   EXPECT_TRUE(check_gradient("clip", a, {HostTensor::of({4}, {-2.5, -0.5, 0.7, 2.8}, kF64)},
                              {.eps = 1e-6, .rtol = 1e-6, .atol = 1e-8}));
   auto xi = HostTensor::of({3}, {-5, 1, 9}, DType::kInt32);
-  EXPECT_TRUE(all_close(run_op("clip", {{"a_min", "0"}, {"a_max", "4"}}, {xi})[0], HostTensor::of({3}, {0, 1, 4}, DType::kInt32)));
+  EXPECT_TRUE(all_close(run_op("clip", {{"a_min", "0"}, {"a_max", "4"}}, {xi})[0],
+                        HostTensor::of({3}, {0, 1, 4}, DType::kInt32)));
 }
 
 TEST(ElemwiseClip, InvalidBoundsAreValueErrors) {
@@ -461,13 +497,15 @@ TEST(ElemwiseWhere, SelectsElementwiseOrByRow) {
   auto c = HostTensor::of({2, 2}, {1, 0, 0, 2});
   EXPECT_TRUE(all_close(run_op("where", {}, {c, x, y})[0], HostTensor::of({2, 2}, {1, -2, -3, 4})));
   auto rows = HostTensor::of({2}, {0, 1}, DType::kInt32);  // condition of another type
-  EXPECT_TRUE(all_close(run_op("where", {}, {rows, x, y})[0], HostTensor::of({2, 2}, {-1, -2, 3, 4})));
+  EXPECT_TRUE(
+      all_close(run_op("where", {}, {rows, x, y})[0], HostTensor::of({2, 2}, {-1, -2, 3, 4})));
 }
 
 TEST(ElemwiseWhere, GradientGoesToTheChosenSideOnly) {
   auto c = HostTensor::of({3}, {1, 0, 1}, kF64);
   auto x = HostTensor::random({3}, 1, -1, 1, kF64), y = HostTensor::random({3}, 2, -1, 1, kF64);
-  EXPECT_TRUE(check_gradient("where", {}, {c, x, y}, {.eps = 1e-6, .rtol = 1e-6, .atol = 1e-8, .no_grad_inputs = {0}}));
+  EXPECT_TRUE(check_gradient("where", {}, {c, x, y},
+                             {.eps = 1e-6, .rtol = 1e-6, .atol = 1e-8, .no_grad_inputs = {0}}));
   auto g = op_gradient("where", {}, {c, x, y}, {HostTensor::of({3}, {1, 2, 3}, kF64)});
   EXPECT_TRUE(g[0].empty());
   EXPECT_TRUE(all_close(g[1], HostTensor::of({3}, {1, 0, 3}, kF64)));
@@ -496,7 +534,8 @@ TEST(ElemwiseCast, ConvertsTypesAndGradientReturnsToInputType) {
   auto g = op_gradient("Cast", {{"dtype", "float32"}}, {xd}, {HostTensor::of({4}, {1, 2, 3, 4})});
   EXPECT_EQ(g[0].dtype, kF64);
   EXPECT_TRUE(all_close(g[0], HostTensor::of({4}, {1, 2, 3, 4}, kF64)));
-  EXPECT_TRUE(check_gradient("Cast", {{"dtype", "float64"}}, {xd}, {.eps = 1e-6, .rtol = 1e-6, .atol = 1e-8}));
+  EXPECT_TRUE(check_gradient("Cast", {{"dtype", "float64"}}, {xd},
+                             {.eps = 1e-6, .rtol = 1e-6, .atol = 1e-8}));
   EXPECT_THROW(get_op("Cast").make_attrs({{"dtype", "float13"}}), ValueError);
   EXPECT_THROW(get_op("Cast").make_attrs({}), ValueError);
 }
@@ -519,7 +558,9 @@ TEST(ElemwiseMakeLoss, IdentityForwardAndScaledOnesGradientIgnoringHead) {
   g = op_gradient("MakeLoss", {{"grad_scale", "3"}, {"normalization", "batch"}}, {x}, {head});
   EXPECT_TRUE(all_close(g[0], HostTensor::filled({2, 3}, 1.5, kF64)));
   // valid: 3 elements exceed 0.4 -> grad_scale / 3.
-  g = op_gradient("MakeLoss", {{"grad_scale", "3"}, {"normalization", "valid"}, {"valid_thresh", "0.4"}}, {x}, {head});
+  g = op_gradient("MakeLoss",
+                  {{"grad_scale", "3"}, {"normalization", "valid"}, {"valid_thresh", "0.4"}}, {x},
+                  {head});
   EXPECT_TRUE(all_close(g[0], HostTensor::filled({2, 3}, 1.0, kF64)));
   EXPECT_THROW(get_op("MakeLoss").make_attrs({{"normalization", "sum"}}), ValueError);
   const Op& op = get_op("MakeLoss");
@@ -527,14 +568,57 @@ TEST(ElemwiseMakeLoss, IdentityForwardAndScaledOnesGradientIgnoringHead) {
 }
 
 TEST(ElemwiseRegistry, EveryOpIsDescribedAndHasAKernel) {
-  for (const char* name :
-       {"add_n", "zeros_like", "ones_like", "_copy", "elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div",
-        "_power", "_maximum", "_minimum", "_equal", "_not_equal", "_greater", "_greater_equal", "_lesser",
-        "_lesser_equal", "broadcast_add", "broadcast_sub", "broadcast_mul", "broadcast_div", "broadcast_power",
-        "broadcast_maximum", "broadcast_minimum", "broadcast_equal", "broadcast_not_equal", "broadcast_greater",
-        "broadcast_greater_equal", "broadcast_lesser", "broadcast_lesser_equal", "relu", "sigmoid", "tanh", "exp",
-        "log", "sqrt", "square", "abs", "negative", "reciprocal", "sin", "cos", "clip", "where", "Cast", "BlockGrad",
-        "MakeLoss", "_backward_add", "_backward_broadcast_mul", "_backward_relu", "_backward_rdiv_scalar"}) {
+  for (const char* name : {"add_n",
+                           "zeros_like",
+                           "ones_like",
+                           "_copy",
+                           "elemwise_add",
+                           "elemwise_sub",
+                           "elemwise_mul",
+                           "elemwise_div",
+                           "_power",
+                           "_maximum",
+                           "_minimum",
+                           "_equal",
+                           "_not_equal",
+                           "_greater",
+                           "_greater_equal",
+                           "_lesser",
+                           "_lesser_equal",
+                           "broadcast_add",
+                           "broadcast_sub",
+                           "broadcast_mul",
+                           "broadcast_div",
+                           "broadcast_power",
+                           "broadcast_maximum",
+                           "broadcast_minimum",
+                           "broadcast_equal",
+                           "broadcast_not_equal",
+                           "broadcast_greater",
+                           "broadcast_greater_equal",
+                           "broadcast_lesser",
+                           "broadcast_lesser_equal",
+                           "relu",
+                           "sigmoid",
+                           "tanh",
+                           "exp",
+                           "log",
+                           "sqrt",
+                           "square",
+                           "abs",
+                           "negative",
+                           "reciprocal",
+                           "sin",
+                           "cos",
+                           "clip",
+                           "where",
+                           "Cast",
+                           "BlockGrad",
+                           "MakeLoss",
+                           "_backward_add",
+                           "_backward_broadcast_mul",
+                           "_backward_relu",
+                           "_backward_rdiv_scalar"}) {
     const Op& op = get_op(name);
     EXPECT_FALSE(op.description().empty()) << name;
     EXPECT_TRUE(op.has_kernel(DeviceType::kCPU)) << name;

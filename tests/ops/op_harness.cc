@@ -39,7 +39,8 @@ void to_buffer(const HostTensor& t, void* dst) {
   WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness", store<DT>(dst, t.data));
 }
 void from_buffer(HostTensor& t, const void* src) {
-  WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness", load<DT>(src, t.data, static_cast<size_t>(t.shape.size())));
+  WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness",
+                    load<DT>(src, t.data, static_cast<size_t>(t.shape.size())));
 }
 
 std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& inputs,
@@ -68,13 +69,16 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
         << attrs.where() << ": inference changed input " << i << " to " << in_shapes[i];
   }
   for (int i = 0; i < nout; ++i) {
-    WEFT_CHECK(out_shapes[i].known()) << attrs.where() << ": output " << i << " shape not inferred: " << out_shapes[i];
-    WEFT_CHECK(out_types[i] != DType::kUnknown) << attrs.where() << ": output " << i << " type not inferred";
+    WEFT_CHECK(out_shapes[i].known())
+        << attrs.where() << ": output " << i << " shape not inferred: " << out_shapes[i];
+    WEFT_CHECK(out_types[i] != DType::kUnknown)
+        << attrs.where() << ": output " << i << " type not inferred";
   }
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<TensorView> in_views, out_views;
   for (int i = 0; i < nin; ++i) {
-    buffers.push_back(std::make_unique<Buffer>(inputs[i].data.size() * dtype_size(inputs[i].dtype)));
+    buffers.push_back(
+        std::make_unique<Buffer>(inputs[i].data.size() * dtype_size(inputs[i].dtype)));
     to_buffer(inputs[i], buffers.back()->ptr);
     in_views.emplace_back(buffers.back()->ptr, Device::cpu(), inputs[i].dtype, inputs[i].shape);
   }
@@ -83,7 +87,8 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
     outputs[i].shape = out_shapes[i];
     outputs[i].dtype = out_types[i];
     outputs[i].data.assign(static_cast<size_t>(out_shapes[i].size()), 0.0);
-    if (i < static_cast<int>(options.initial_outputs.size()) && !options.initial_outputs[i].empty()) {
+    if (i < static_cast<int>(options.initial_outputs.size()) &&
+        !options.initial_outputs[i].empty()) {
       outputs[i].data = options.initial_outputs[i].data;
     }
     buffers.push_back(std::make_unique<Buffer>(outputs[i].data.size() * dtype_size(out_types[i])));
@@ -117,7 +122,8 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
     (*fc)(attrs, ctx, in_views, req, out_views);
   } else if (const FStatefulCompute* fs = op.stateful_compute(DeviceType::kCPU)) {
     const auto& create = op.attr<FCreateOpState>();
-    WEFT_CHECK(static_cast<bool>(create)) << attrs.where() << ": stateful op without FCreateOpState";
+    WEFT_CHECK(static_cast<bool>(create))
+        << attrs.where() << ": stateful op without FCreateOpState";
     auto state = create(attrs, Device::cpu(), in_shapes, in_types);
     (*fs)(*state, ctx, in_views, req, out_views);
   } else {
@@ -151,10 +157,12 @@ class HostGradBuilder final : public GradBuilder {
   GradEntry input(int i) override { return {input_ids_.at(i)}; }
   GradEntry output(int i) override { return {output_ids_.at(i)}; }
   GradEntry out_grad(int i) override { return {grad_ids_.at(i)}; }
-  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs, AttrMap attrs) override {
+  std::vector<GradEntry> emit(std::string_view op, std::vector<GradEntry> inputs,
+                              AttrMap attrs) override {
     return run(get_op(op).make_attrs(std::move(attrs), attrs_.node_name + "_backward"), inputs);
   }
-  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op, std::vector<GradEntry> inputs) override {
+  std::vector<GradEntry> emit_with_forward_attrs(std::string_view op,
+                                                 std::vector<GradEntry> inputs) override {
     return run(get_op(op).make_attrs_like(attrs_), inputs);
   }
   const HostTensor& value(GradEntry e) const { return values_.at(e.id); }
@@ -191,7 +199,8 @@ bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 HostTensor HostTensor::of(Shape shape, std::vector<double> values, DType dtype) {
   HostTensor t;
   WEFT_CHECK(shape.size() == static_cast<int64_t>(values.size()))
-      << "HostTensor::of: shape " << shape << " needs " << shape.size() << " values, got " << values.size();
+      << "HostTensor::of: shape " << shape << " needs " << shape.size() << " values, got "
+      << values.size();
   t.shape = std::move(shape);
   t.dtype = dtype;
   t.data = std::move(values);
@@ -224,38 +233,48 @@ static size_t flat_index(const Shape& shape, std::initializer_list<int64_t> inde
   }
   return flat;
 }
-double HostTensor::at(std::initializer_list<int64_t> index) const { return data[flat_index(shape, index)]; }
-double& HostTensor::at(std::initializer_list<int64_t> index) { return data[flat_index(shape, index)]; }
+double HostTensor::at(std::initializer_list<int64_t> index) const {
+  return data[flat_index(shape, index)];
+}
+double& HostTensor::at(std::initializer_list<int64_t> index) {
+  return data[flat_index(shape, index)];
+}
 
-std::vector<HostTensor> run_op(const std::string& op, const AttrMap& attrs, const std::vector<HostTensor>& inputs,
-                               const RunOptions& options) {
+std::vector<HostTensor> run_op(const std::string& op, const AttrMap& attrs,
+                               const std::vector<HostTensor>& inputs, const RunOptions& options) {
   std::vector<HostTensor> copy = inputs;
   OpAttrs a = get_op(op).make_attrs(attrs, "test");
   return run_impl(a, copy, options, false);
 }
 
-std::vector<HostTensor> run_op_mutating(const std::string& op, const AttrMap& attrs, std::vector<HostTensor>& inputs,
+std::vector<HostTensor> run_op_mutating(const std::string& op, const AttrMap& attrs,
+                                        std::vector<HostTensor>& inputs,
                                         const RunOptions& options) {
   OpAttrs a = get_op(op).make_attrs(attrs, "test");
   return run_impl(a, inputs, options, true);
 }
 
-std::pair<std::vector<Shape>, std::vector<Shape>> infer_shapes(const std::string& op, const AttrMap& attrs,
-                                                               std::vector<Shape> in, std::vector<Shape> out) {
+std::pair<std::vector<Shape>, std::vector<Shape>> infer_shapes(const std::string& op,
+                                                               const AttrMap& attrs,
+                                                               std::vector<Shape> in,
+                                                               std::vector<Shape> out) {
   OpAttrs a = get_op(op).make_attrs(attrs, "test");
   a.op->infer_shape(a, in, out);
   return {in, out};
 }
 
-std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string& op, const AttrMap& attrs,
-                                                              std::vector<DType> in, std::vector<DType> out) {
+std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string& op,
+                                                              const AttrMap& attrs,
+                                                              std::vector<DType> in,
+                                                              std::vector<DType> out) {
   OpAttrs a = get_op(op).make_attrs(attrs, "test");
   a.op->infer_type(a, in, out);
   return {in, out};
 }
 
 std::vector<HostTensor> op_gradient(const std::string& op_name, const AttrMap& attrs,
-                                    const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& head_grads,
+                                    const std::vector<HostTensor>& inputs,
+                                    const std::vector<HostTensor>& head_grads,
                                     const RunOptions& options) {
   OpAttrs a = get_op(op_name).make_attrs(attrs, "test");
   const auto& fgrad = a.op->attr<FGradient>();
@@ -265,20 +284,22 @@ std::vector<HostTensor> op_gradient(const std::string& op_name, const AttrMap& a
   HostGradBuilder builder(a, inputs, outputs, head_grads, options);
   auto entries = fgrad(builder);
   WEFT_CHECK(entries.size() == inputs.size())
-      << a.where() << ": FGradient returned " << entries.size() << " entries for " << inputs.size() << " inputs";
+      << a.where() << ": FGradient returned " << entries.size() << " entries for " << inputs.size()
+      << " inputs";
   std::vector<HostTensor> grads(inputs.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].valid()) continue;
     grads[i] = builder.value(entries[i]);
     WEFT_CHECK(grads[i].shape == inputs[i].shape)
-        << a.where() << ": gradient of input " << i << " has shape " << grads[i].shape << ", input has "
-        << inputs[i].shape;
+        << a.where() << ": gradient of input " << i << " has shape " << grads[i].shape
+        << ", input has " << inputs[i].shape;
   }
   return grads;
 }
 
 ::testing::AssertionResult check_gradient(const std::string& op_name, const AttrMap& attrs,
-                                          const std::vector<HostTensor>& inputs, const GradCheckOptions& opt) {
+                                          const std::vector<HostTensor>& inputs,
+                                          const GradCheckOptions& opt) {
   OpAttrs a = get_op(op_name).make_attrs(attrs, "test");
   RunOptions run;
   run.is_train = opt.is_train;
@@ -307,7 +328,9 @@ std::vector<HostTensor> op_gradient(const std::string& op_name, const AttrMap& a
     if (!grads[i].empty()) {
       bool all_zero = true;
       for (double g : grads[i].data) all_zero = all_zero && g == 0.0;
-      if (!all_zero) return ::testing::AssertionFailure() << op_name << ": input " << i << " should get no gradient";
+      if (!all_zero)
+        return ::testing::AssertionFailure()
+               << op_name << ": input " << i << " should get no gradient";
     }
   }
   std::vector<int> check = opt.check_inputs;
@@ -331,18 +354,20 @@ std::vector<HostTensor> op_gradient(const std::string& op_name, const AttrMap& a
       const double analytic = grads[i].empty() ? 0.0 : grads[i].data[j];
       if (!(std::abs(analytic - numeric) <= opt.atol + opt.rtol * std::abs(numeric))) {
         return ::testing::AssertionFailure()
-               << op_name << ": gradient of input " << i << " element " << j << ": analytic " << analytic
-               << " vs numeric " << numeric << (grads[i].empty() ? " (FGradient gave none)" : "");
+               << op_name << ": gradient of input " << i << " element " << j << ": analytic "
+               << analytic << " vs numeric " << numeric
+               << (grads[i].empty() ? " (FGradient gave none)" : "");
       }
     }
   }
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult all_close(const HostTensor& actual, const HostTensor& expected, double rtol,
-                                     double atol) {
+::testing::AssertionResult all_close(const HostTensor& actual, const HostTensor& expected,
+                                     double rtol, double atol) {
   if (actual.shape != expected.shape)
-    return ::testing::AssertionFailure() << "shape " << actual.shape << " vs expected " << expected.shape;
+    return ::testing::AssertionFailure()
+           << "shape " << actual.shape << " vs expected " << expected.shape;
   for (int64_t j = 0; j < actual.size(); ++j) {
     const double a = actual.data[j], e = expected.data[j];
     const bool both_nan = std::isnan(a) && std::isnan(e);

@@ -43,16 +43,20 @@ struct RunOptions {
 /// Runs `op` on `inputs`: parses attrs, infers output shapes and types, allocates outputs and
 /// workspace, and calls the CPU kernel. Returns every output (hidden ones included).
 std::vector<HostTensor> run_op(const std::string& op, const AttrMap& attrs,
-                               const std::vector<HostTensor>& inputs, const RunOptions& options = {});
+                               const std::vector<HostTensor>& inputs,
+                               const RunOptions& options = {});
 /// Same; mutated inputs (FMutateInputs) are written back into `inputs`.
 std::vector<HostTensor> run_op_mutating(const std::string& op, const AttrMap& attrs,
-                                        std::vector<HostTensor>& inputs, const RunOptions& options = {});
+                                        std::vector<HostTensor>& inputs,
+                                        const RunOptions& options = {});
 
 /// Infers shapes; returns {inputs, outputs} after inference. Throws what FInferShape throws.
-std::pair<std::vector<Shape>, std::vector<Shape>> infer_shapes(const std::string& op, const AttrMap& attrs,
+std::pair<std::vector<Shape>, std::vector<Shape>> infer_shapes(const std::string& op,
+                                                               const AttrMap& attrs,
                                                                std::vector<Shape> in,
                                                                std::vector<Shape> out = {});
-std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string& op, const AttrMap& attrs,
+std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string& op,
+                                                              const AttrMap& attrs,
                                                               std::vector<DType> in,
                                                               std::vector<DType> out = {});
 
@@ -61,12 +65,13 @@ std::pair<std::vector<DType>, std::vector<DType>> infer_types(const std::string&
 /// builder that runs each emitted op at once. An input without gradient comes back empty.
 std::vector<HostTensor> op_gradient(const std::string& op, const AttrMap& attrs,
                                     const std::vector<HostTensor>& inputs,
-                                    const std::vector<HostTensor>& head_grads, const RunOptions& options = {});
+                                    const std::vector<HostTensor>& head_grads,
+                                    const RunOptions& options = {});
 
 struct GradCheckOptions {
-  double eps = 1e-3;    ///< finite-difference step
-  double rtol = 2e-2;   ///< relative tolerance
-  double atol = 2e-3;   ///< absolute tolerance
+  double eps = 1e-3;   ///< finite-difference step
+  double rtol = 2e-2;  ///< relative tolerance
+  double atol = 2e-3;  ///< absolute tolerance
   bool is_train = false;
   uint64_t seed = 7;
   /// Inputs whose gradient is checked; empty = every floating input.

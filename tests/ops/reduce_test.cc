@@ -27,7 +27,8 @@ constexpr DType kF64 = DType::kFloat64;
 
 // Naive reduction: `axes` are normalised; kind is "sum", "mean", "max" or "min". MXNet shapes:
 // reduced dims dropped (or kept as 1), (1,) when nothing is left.
-HostTensor reduce_ref(const HostTensor& x, std::vector<int> axes, bool keepdims, const std::string& kind) {
+HostTensor reduce_ref(const HostTensor& x, std::vector<int> axes, bool keepdims,
+                      const std::string& kind) {
   const int n = x.shape.ndim();
   std::vector<bool> red(n, false);
   for (int a : axes) red[a] = true;
@@ -45,9 +46,12 @@ HostTensor reduce_ref(const HostTensor& x, std::vector<int> axes, bool keepdims,
       mul *= keep[d];
     }
     const double v = x.data[i];
-    if (kind == "max") acc[o] = std::max(acc[o], v);
-    else if (kind == "min") acc[o] = std::min(acc[o], v);
-    else acc[o] += v;
+    if (kind == "max")
+      acc[o] = std::max(acc[o], v);
+    else if (kind == "min")
+      acc[o] = std::min(acc[o], v);
+    else
+      acc[o] += v;
   }
   if (kind == "mean") {
     const double count = static_cast<double>(x.size()) / static_cast<double>(keep.size());
@@ -115,7 +119,8 @@ TEST(ReduceAxes, ShapeInferenceFillsKeptInputDimsFromOutput) {
   auto [in, out] = infer_shapes("sum", {{"axis", "1"}}, {Shape{-1, 5, -1}}, {Shape{2, 3}});
   EXPECT_EQ(in[0], (Shape{2, 5, 3}));
   // keepdims: an unknown-rank input gets the output's rank and kept dims.
-  auto [in2, out2] = infer_shapes("sum", {{"axis", "1"}, {"keepdims", "True"}}, {Shape{}}, {Shape{2, 1, 3}});
+  auto [in2, out2] =
+      infer_shapes("sum", {{"axis", "1"}, {"keepdims", "True"}}, {Shape{}}, {Shape{2, 1, 3}});
   EXPECT_EQ(in2[0], (Shape{2, -1, 3}));
   EXPECT_THROW(infer_shapes("sum", {{"axis", "1"}}, {Shape{2, 5, 3}}, {Shape{2, 5}}), ShapeError);
   // Unknown rank without keepdims: nothing known, no error.
@@ -133,9 +138,12 @@ TEST(ReduceAxes, BadAxesAndAttributesAreValueErrors) {
 }
 
 TEST(ReduceAxes, GradientsMatchFiniteDifferences) {
-  auto x = HostTensor::random({2, 3, 4}, 5, -1, 1, kF64);  // distinct values: max/min differentiable
-  const std::vector<AttrMap> attrs{
-      {}, {{"axis", "1"}}, {{"axis", "(0, 2)"}, {"keepdims", "True"}}, {{"axis", "1"}, {"exclude", "True"}}};
+  auto x =
+      HostTensor::random({2, 3, 4}, 5, -1, 1, kF64);  // distinct values: max/min differentiable
+  const std::vector<AttrMap> attrs{{},
+                                   {{"axis", "1"}},
+                                   {{"axis", "(0, 2)"}, {"keepdims", "True"}},
+                                   {{"axis", "1"}, {"exclude", "True"}}};
   for (const char* op : {"sum", "mean", "max", "min"}) {
     for (const auto& a : attrs) {
       EXPECT_TRUE(check_gradient(op, a, {x}, {.eps = 1e-6, .rtol = 1e-5, .atol = 1e-7})) << op;
@@ -193,7 +201,8 @@ TEST(ReduceArgmax, FindsFirstExtremeAlongAxisInInputType) {
   auto a1 = run_op("argmax", {{"axis", "1"}}, {x})[0];
   EXPECT_EQ(a1.dtype, DType::kFloat32);
   EXPECT_TRUE(all_close(a1, HostTensor::of({2}, {1, 0})));
-  EXPECT_TRUE(all_close(run_op("argmax", {{"axis", "0"}, {"keepdims", "True"}}, {x})[0], HostTensor::of({1, 3}, {1, 0, 0})));
+  EXPECT_TRUE(all_close(run_op("argmax", {{"axis", "0"}, {"keepdims", "True"}}, {x})[0],
+                        HostTensor::of({1, 3}, {1, 0, 0})));
   EXPECT_TRUE(all_close(run_op("argmax", {{"axis", "-1"}}, {x})[0], HostTensor::of({2}, {1, 0})));
   EXPECT_TRUE(all_close(run_op("argmax", {}, {x})[0], HostTensor::of({1}, {3})));  // flattened
   EXPECT_TRUE(all_close(run_op("argmin", {{"axis", "1"}}, {x})[0], HostTensor::of({2}, {0, 1})));
@@ -215,9 +224,11 @@ TEST(ReduceArgmax, ShapesNoGradientAndBadAxis) {
   auto [in2, out2] = infer_shapes("argmax", {{"keepdims", "True"}}, {Shape{2, 3}});
   EXPECT_EQ(out2[0], (Shape{1, 1}));
   EXPECT_THROW(infer_shapes("argmax", {{"axis", "3"}}, {Shape{2, 3, 4}}), ValueError);
-  EXPECT_THROW(infer_shapes("argmax", {{"axis", "1"}}, {Shape{2, 3, 4}}, {Shape{2, 3}}), ShapeError);
+  EXPECT_THROW(infer_shapes("argmax", {{"axis", "1"}}, {Shape{2, 3, 4}}, {Shape{2, 3}}),
+               ShapeError);
   EXPECT_THROW(get_op("argmax").make_attrs({{"axis", "(1, 2)"}}), ValueError);
-  auto g = op_gradient("argmax", {{"axis", "0"}}, {HostTensor::random({3}, 1)}, {HostTensor::random({1}, 2)});
+  auto g = op_gradient("argmax", {{"axis", "0"}}, {HostTensor::random({3}, 1)},
+                       {HostTensor::random({1}, 2)});
   EXPECT_TRUE(g[0].empty());
 }
 

@@ -22,8 +22,8 @@ struct DemoParam {
 };
 
 TEST(Params, ParsesMxnetSpellings) {
-  AttrMap a{{"kernel", "(8L, 3L)"}, {"num_filter", "4"}, {"no_bias", "True"}, {"axis", "None"},
-            {"__shape__", "(1,2)"}, {"lr_mult", "2"}};
+  AttrMap a{{"kernel", "(8L, 3L)"}, {"num_filter", "4"},    {"no_bias", "True"},
+            {"axis", "None"},       {"__shape__", "(1,2)"}, {"lr_mult", "2"}};
   auto p = parse_params<DemoParam>(a, "demo", "n1");
   EXPECT_EQ(p.kernel, (Shape{8, 3}));
   EXPECT_EQ(p.num_filter, 4);
@@ -49,10 +49,13 @@ TEST(Params, BadValueNamesOpNodeKeyAndValue) {
     EXPECT_NE(m.find("kernel"), std::string::npos) << m;
     EXPECT_NE(m.find("(3, x)"), std::string::npos) << m;
   }
-  EXPECT_THROW(parse_params<DemoParam>(AttrMap{{"kernel", "(1,1)"}}, "demo", ""), ValueError);  // missing
-  EXPECT_THROW(parse_params<DemoParam>(AttrMap{{"kernel", "(1,1)"}, {"num_filter", "0"}}, "demo", ""),
-               ValueError);  // bound
-  EXPECT_THROW(parse_params<DemoParam>(AttrMap{{"kernel", "(1,1)"}, {"num_filter", "2"}, {"bogus", "1"}}, "demo", ""),
+  EXPECT_THROW(parse_params<DemoParam>(AttrMap{{"kernel", "(1,1)"}}, "demo", ""),
+               ValueError);  // missing
+  EXPECT_THROW(
+      parse_params<DemoParam>(AttrMap{{"kernel", "(1,1)"}, {"num_filter", "0"}}, "demo", ""),
+      ValueError);  // bound
+  EXPECT_THROW(parse_params<DemoParam>(
+                   AttrMap{{"kernel", "(1,1)"}, {"num_filter", "2"}, {"bogus", "1"}}, "demo", ""),
                ValueError);  // unknown key
 }
 

@@ -18,7 +18,9 @@ HostTensor iota(Shape s, DType t = DType::kFloat32, double start = 0) {
   return HostTensor::of(std::move(s), std::move(v), t);
 }
 
-HostTensor rnd(Shape s, uint64_t seed) { return HostTensor::random(std::move(s), seed, -1, 1, kF64); }
+HostTensor rnd(Shape s, uint64_t seed) {
+  return HostTensor::random(std::move(s), seed, -1, 1, kF64);
+}
 
 // ---- Concat ----------------------------------------------------------------------------------
 
@@ -27,7 +29,8 @@ TEST(ShapeConcat, JoinsAlongDimInInputOrder) {
   auto y = run_op("Concat", {{"num_args", "2"}}, {a, b});  // dim defaults to 1
   EXPECT_EQ(y[0].shape, (Shape{2, 3}));
   EXPECT_EQ(y[0].data, (std::vector<double>{0, 10, 11, 1, 12, 13}));
-  y = run_op("concat", {{"num_args", "2"}, {"dim", "0"}}, {iota({1, 2}), iota({2, 2}, DType::kFloat32, 5)});
+  y = run_op("concat", {{"num_args", "2"}, {"dim", "0"}},
+             {iota({1, 2}), iota({2, 2}, DType::kFloat32, 5)});
   EXPECT_EQ(y[0].data, (std::vector<double>{0, 1, 5, 6, 7, 8}));
   y = run_op("_rnn_param_concat", {{"num_args", "3"}, {"dim", "-1"}},
              {iota({2}, DType::kInt64), iota({1}, DType::kInt64, 7), iota({3}, DType::kInt64, 20)});
@@ -35,7 +38,8 @@ TEST(ShapeConcat, JoinsAlongDimInInputOrder) {
 }
 
 TEST(ShapeConcat, InfersOneUnknownInputFromTheOutput) {
-  auto [in, out] = infer_shapes("Concat", {{"num_args", "2"}, {"dim", "1"}}, {Shape{2, 3}, Shape{-1, -1}}, {Shape{2, 7}});
+  auto [in, out] = infer_shapes("Concat", {{"num_args", "2"}, {"dim", "1"}},
+                                {Shape{2, 3}, Shape{-1, -1}}, {Shape{2, 7}});
   EXPECT_EQ(in[1], (Shape{2, 4}));
   auto [in2, out2] = infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape()}, {});
   EXPECT_EQ(in2[1], (Shape{2, -1}));
@@ -44,9 +48,14 @@ TEST(ShapeConcat, InfersOneUnknownInputFromTheOutput) {
 
 TEST(ShapeConcat, MismatchesAndBadAttributesAreRejected) {
   EXPECT_THROW(infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{3, 3}}), ShapeError);
-  EXPECT_THROW(infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 3, 1}}), ShapeError);
-  EXPECT_THROW(infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 3}}, {Shape{2, 5}}), ShapeError);
-  EXPECT_THROW(infer_shapes("Concat", {{"num_args", "2"}, {"dim", "2"}}, {Shape{2, 3}, Shape{2, 3}}), ValueError);
+  EXPECT_THROW(infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 3, 1}}),
+               ShapeError);
+  EXPECT_THROW(
+      infer_shapes("Concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 3}}, {Shape{2, 5}}),
+      ShapeError);
+  EXPECT_THROW(
+      infer_shapes("Concat", {{"num_args", "2"}, {"dim", "2"}}, {Shape{2, 3}, Shape{2, 3}}),
+      ValueError);
   EXPECT_THROW(infer_shapes("Concat", {{"num_args", "0"}}, {}), ValueError);
   EXPECT_THROW(infer_shapes("Concat", {}, {Shape{2}}), ValueError);
   EXPECT_THROW(run_op("Concat", {{"num_args", "3"}}, {iota({1, 1}), iota({1, 1})}), ValueError);
@@ -62,8 +71,10 @@ TEST(ShapeConcat, SplitUndoesConcat) {
 }
 
 TEST(ShapeConcat, GradientSplitsTheOutputGradient) {
-  EXPECT_TRUE(check_gradient("Concat", {{"num_args", "3"}, {"dim", "1"}}, {rnd({2, 1, 2}, 4), rnd({2, 3, 2}, 5), rnd({2, 2, 2}, 6)}));
-  EXPECT_TRUE(check_gradient("Concat", {{"num_args", "2"}, {"dim", "-1"}}, {rnd({3, 2}, 7), rnd({3, 1}, 8)}));
+  EXPECT_TRUE(check_gradient("Concat", {{"num_args", "3"}, {"dim", "1"}},
+                             {rnd({2, 1, 2}, 4), rnd({2, 3, 2}, 5), rnd({2, 2, 2}, 6)}));
+  EXPECT_TRUE(check_gradient("Concat", {{"num_args", "2"}, {"dim", "-1"}},
+                             {rnd({3, 2}, 7), rnd({3, 1}, 8)}));
 }
 
 // ---- stack -----------------------------------------------------------------------------------
@@ -78,12 +89,16 @@ TEST(ShapeStack, JoinsAlongANewAxis) {
   EXPECT_EQ(y[0].data, (std::vector<double>{0, 10, 1, 11, 2, 12, 3, 13}));
   y = run_op("stack", {{"num_args", "2"}, {"axis", "1"}}, {a, b});
   EXPECT_EQ(y[0].data, (std::vector<double>{0, 1, 10, 11, 2, 3, 12, 13}));
-  auto [in, out] = infer_shapes("stack", {{"num_args", "3"}, {"axis", "1"}}, {Shape(), Shape(), Shape{2, -1}}, {Shape{2, 3, 4}});
+  auto [in, out] = infer_shapes("stack", {{"num_args", "3"}, {"axis", "1"}},
+                                {Shape(), Shape(), Shape{2, -1}}, {Shape{2, 3, 4}});
   EXPECT_EQ(in[0], (Shape{2, 4}));
   EXPECT_EQ(in[1], (Shape{2, 4}));
   EXPECT_THROW(infer_shapes("stack", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 4}}), ShapeError);
-  EXPECT_THROW(infer_shapes("stack", {{"num_args", "2"}, {"axis", "3"}}, {Shape{2, 3}, Shape{2, 3}}), ValueError);
-  EXPECT_TRUE(check_gradient("stack", {{"num_args", "3"}, {"axis", "1"}}, {rnd({2, 3}, 9), rnd({2, 3}, 10), rnd({2, 3}, 11)}));
+  EXPECT_THROW(
+      infer_shapes("stack", {{"num_args", "2"}, {"axis", "3"}}, {Shape{2, 3}, Shape{2, 3}}),
+      ValueError);
+  EXPECT_TRUE(check_gradient("stack", {{"num_args", "3"}, {"axis", "1"}},
+                             {rnd({2, 3}, 9), rnd({2, 3}, 10), rnd({2, 3}, 11)}));
 }
 
 // ---- SliceChannel ----------------------------------------------------------------------------
@@ -102,7 +117,8 @@ TEST(ShapeSliceChannel, SplitsIntoEqualParts) {
 
 TEST(ShapeSliceChannel, SqueezeAxisDropsTheSplitAxis) {
   HostTensor x = iota({2, 3, 4}, DType::kInt32);
-  auto y = run_op("SliceChannel", {{"num_outputs", "4"}, {"axis", "2"}, {"squeeze_axis", "1"}}, {x});
+  auto y =
+      run_op("SliceChannel", {{"num_outputs", "4"}, {"axis", "2"}, {"squeeze_axis", "1"}}, {x});
   ASSERT_EQ(y.size(), 4u);
   for (int o = 0; o < 4; ++o) {
     EXPECT_EQ(y[o].shape, (Shape{2, 3}));
@@ -115,26 +131,35 @@ TEST(ShapeSliceChannel, SqueezeAxisDropsTheSplitAxis) {
 }
 
 TEST(ShapeSliceChannel, InfersTheInputFromTheOutputsAndRejectsUnevenSplits) {
-  auto [in, out] = infer_shapes("SliceChannel", {{"num_outputs", "2"}}, {Shape()}, {Shape{3, 2, 5}, Shape()});
+  auto [in, out] =
+      infer_shapes("SliceChannel", {{"num_outputs", "2"}}, {Shape()}, {Shape{3, 2, 5}, Shape()});
   EXPECT_EQ(in[0], (Shape{3, 4, 5}));
   EXPECT_EQ(out[1], (Shape{3, 2, 5}));
-  auto [in2, out2] = infer_shapes("SliceChannel", {{"num_outputs", "3"}, {"axis", "0"}, {"squeeze_axis", "1"}},
-                                  {Shape()}, {Shape(), Shape{4}, Shape()});
+  auto [in2, out2] =
+      infer_shapes("SliceChannel", {{"num_outputs", "3"}, {"axis", "0"}, {"squeeze_axis", "1"}},
+                   {Shape()}, {Shape(), Shape{4}, Shape()});
   EXPECT_EQ(in2[0], (Shape{3, 4}));
   EXPECT_THROW(infer_shapes("SliceChannel", {{"num_outputs", "3"}}, {Shape{2, 4}}), ShapeError);
-  EXPECT_THROW(infer_shapes("SliceChannel", {{"num_outputs", "2"}, {"squeeze_axis", "1"}}, {Shape{2, 4}}), ShapeError);
-  EXPECT_THROW(infer_shapes("SliceChannel", {{"num_outputs", "2"}}, {Shape{2, 4}}, {Shape{2, 3}, Shape()}), ShapeError);
+  EXPECT_THROW(
+      infer_shapes("SliceChannel", {{"num_outputs", "2"}, {"squeeze_axis", "1"}}, {Shape{2, 4}}),
+      ShapeError);
+  EXPECT_THROW(
+      infer_shapes("SliceChannel", {{"num_outputs", "2"}}, {Shape{2, 4}}, {Shape{2, 3}, Shape()}),
+      ShapeError);
   EXPECT_THROW(infer_shapes("SliceChannel", {{"num_outputs", "0"}}, {Shape{2, 4}}), ValueError);
 }
 
 TEST(ShapeSliceChannel, GradientConcatenatesTheOutputGradients) {
-  EXPECT_TRUE(check_gradient("SliceChannel", {{"num_outputs", "3"}, {"axis", "1"}}, {rnd({2, 6, 2}, 12)}));
-  EXPECT_TRUE(check_gradient("SliceChannel", {{"num_outputs", "3"}, {"axis", "-1"}, {"squeeze_axis", "1"}},
+  EXPECT_TRUE(
+      check_gradient("SliceChannel", {{"num_outputs", "3"}, {"axis", "1"}}, {rnd({2, 6, 2}, 12)}));
+  EXPECT_TRUE(check_gradient("SliceChannel",
+                             {{"num_outputs", "3"}, {"axis", "-1"}, {"squeeze_axis", "1"}},
                              {rnd({2, 2, 3}, 13)}));
   // An unused output contributes zeros.
   GradCheckOptions only_first;
   only_first.outputs = {0};
-  EXPECT_TRUE(check_gradient("SliceChannel", {{"num_outputs", "2"}, {"axis", "0"}}, {rnd({4, 3}, 14)}, only_first));
+  EXPECT_TRUE(check_gradient("SliceChannel", {{"num_outputs", "2"}, {"axis", "0"}},
+                             {rnd({4, 3}, 14)}, only_first));
 }
 
 // ---- Crop ------------------------------------------------------------------------------------
@@ -165,28 +190,37 @@ TEST(ShapeCrop, CropsToTheSizeOfCropLike) {
 }
 
 TEST(ShapeCrop, RejectsBadShapesAndAttributes) {
-  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(5, 1)"}}, {Shape{1, 1, 4, 4}}), ShapeError);
-  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}, {"offset", "(3, 0)"}}, {Shape{1, 1, 4, 4}}),
+  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(5, 1)"}}, {Shape{1, 1, 4, 4}}),
                ShapeError);
-  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}}, {Shape{4, 4}}), ShapeError);
+  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}, {"offset", "(3, 0)"}},
+                            {Shape{1, 1, 4, 4}}),
+               ShapeError);
+  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}}, {Shape{4, 4}}),
+               ShapeError);
   EXPECT_THROW(infer_shapes("Crop", {{"num_args", "3"}}, {Shape{1, 1, 4, 4}}), ValueError);
-  EXPECT_THROW(infer_shapes("Crop", {{"num_args", "1"}, {"offset", "(1, 2, 3)"}}, {Shape{1, 1, 4, 4}}), ValueError);
-  auto [in, out] = infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}}, {Shape{-1, -1, 4, 4}}, {Shape{3, 5, 2, 2}});
+  EXPECT_THROW(
+      infer_shapes("Crop", {{"num_args", "1"}, {"offset", "(1, 2, 3)"}}, {Shape{1, 1, 4, 4}}),
+      ValueError);
+  auto [in, out] = infer_shapes("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}},
+                                {Shape{-1, -1, 4, 4}}, {Shape{3, 5, 2, 2}});
   EXPECT_EQ(in[0], (Shape{3, 5, 4, 4}));
 }
 
 TEST(ShapeCrop, GradientGoesToDataOnly) {
-  EXPECT_TRUE(check_gradient("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}, {"offset", "(1, 0)"}}, {rnd({1, 2, 3, 4}, 15)}));
+  EXPECT_TRUE(check_gradient("Crop", {{"num_args", "1"}, {"h_w", "(2, 2)"}, {"offset", "(1, 0)"}},
+                             {rnd({1, 2, 3, 4}, 15)}));
   GradCheckOptions o;
   o.no_grad_inputs = {1};
-  EXPECT_TRUE(check_gradient("Crop", {{"num_args", "2"}, {"center_crop", "1"}}, {rnd({2, 1, 5, 4}, 16), rnd({2, 1, 2, 3}, 17)}, o));
+  EXPECT_TRUE(check_gradient("Crop", {{"num_args", "2"}, {"center_crop", "1"}},
+                             {rnd({2, 1, 5, 4}, 16), rnd({2, 1, 2, 3}, 17)}, o));
 }
 
 // ---- UpSampling ------------------------------------------------------------------------------
 
 TEST(ShapeUpSampling, NearestRepeatsEachPixel) {
   HostTensor x = HostTensor::of({1, 1, 2, 2}, {1, 2, 3, 4});
-  auto y = run_op("UpSampling", {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "1"}}, {x});
+  auto y =
+      run_op("UpSampling", {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "1"}}, {x});
   EXPECT_EQ(y[0].shape, (Shape{1, 1, 4, 4}));
   EXPECT_EQ(y[0].data, (std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
 }
@@ -210,7 +244,8 @@ TEST(ShapeUpSampling, NearestConcatenatesOrSumsSeveralInputs) {
   EXPECT_EQ(y[0].shape, (Shape{1, 1, 4, 4}));
   for (int h = 0; h < 4; ++h)
     for (int w = 0; w < 4; ++w) EXPECT_EQ(y[0].at({0, 0, h, w}), 100 + a.at({0, 0, h / 2, w / 2}));
-  EXPECT_THROW(infer_shapes("UpSampling", attrs, {Shape{1, 1, 2, 2}, Shape{1, 2, 1, 1}}), ShapeError);
+  EXPECT_THROW(infer_shapes("UpSampling", attrs, {Shape{1, 1, 2, 2}, Shape{1, 2, 1, 1}}),
+               ShapeError);
 }
 
 TEST(ShapeUpSampling, BilinearWithTheBilinearKernelMatchesHandValues) {
@@ -221,13 +256,16 @@ TEST(ShapeUpSampling, BilinearWithTheBilinearKernelMatchesHandValues) {
     for (int j = 0; j < 4; ++j) w[i * 4 + j] = f[i] * f[j];
   HostTensor weight = HostTensor::of({1, 1, 4, 4}, w);
   HostTensor x = HostTensor::filled({1, 1, 2, 2}, 1.0);
-  auto y = run_op("UpSampling", {{"scale", "2"}, {"sample_type", "bilinear"}, {"num_args", "2"}, {"num_filter", "1"}},
-                  {x, weight});
+  auto y =
+      run_op("UpSampling",
+             {{"scale", "2"}, {"sample_type", "bilinear"}, {"num_args", "2"}, {"num_filter", "1"}},
+             {x, weight});
   // Each output row/column sums the taps that reach it: 0.75 at the borders, 1 inside.
   const double r[4] = {0.75, 1, 1, 0.75};
   ASSERT_EQ(y[0].shape, (Shape{1, 1, 4, 4}));
   for (int h = 0; h < 4; ++h)
-    for (int c = 0; c < 4; ++c) EXPECT_NEAR(y[0].at({0, 0, h, c}), r[h] * r[c], 1e-6) << h << "," << c;
+    for (int c = 0; c < 4; ++c)
+      EXPECT_NEAR(y[0].at({0, 0, h, c}), r[h] * r[c], 1e-6) << h << "," << c;
 }
 
 // Transposed depthwise convolution, written as a gather over inputs.
@@ -243,7 +281,8 @@ HostTensor naive_deconv(const HostTensor& x, const HostTensor& w, int64_t s) {
           for (int64_t iy = 0; iy < H; ++iy)
             for (int64_t ix = 0; ix < W; ++ix) {
               const int64_t ky = oy + p - iy * s, kx = ox + p - ix * s;
-              if (ky >= 0 && ky < k && kx >= 0 && kx < k) acc += x.at({n, c, iy, ix}) * w.at({c, 0, ky, kx});
+              if (ky >= 0 && ky < k && kx >= 0 && kx < k)
+                acc += x.at({n, c, iy, ix}) * w.at({c, 0, ky, kx});
             }
           y.at({n, c, oy, ox}) = acc;
         }
@@ -268,30 +307,43 @@ TEST(ShapeUpSampling, InfersWeightAndDataShapes) {
   auto [in2, out2] = infer_shapes("UpSampling", a, {Shape(), Shape()}, {Shape{2, 3, 6, 8}});
   EXPECT_EQ(in2[0], (Shape{2, 3, 3, 4}));
   EXPECT_EQ(in2[1], (Shape{3, 1, 4, 4}));
-  auto [in3, out3] = infer_shapes("UpSampling", {{"scale", "3"}, {"sample_type", "nearest"}, {"num_args", "1"}},
-                                  {Shape()}, {Shape{1, 2, 6, 9}});
+  auto [in3, out3] =
+      infer_shapes("UpSampling", {{"scale", "3"}, {"sample_type", "nearest"}, {"num_args", "1"}},
+                   {Shape()}, {Shape{1, 2, 6, 9}});
   EXPECT_EQ(in3[0], (Shape{1, 2, 2, 3}));
   EXPECT_THROW(infer_shapes("UpSampling", a, {Shape{1, 4, 4, 4}, Shape()}), ShapeError);
-  EXPECT_THROW(infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "1"}}, {Shape{1, 4, 4}}),
-               ShapeError);
-  EXPECT_THROW(infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "bilinear"}, {"num_args", "1"}}, {Shape{1, 1, 2, 2}}),
-               ValueError);
-  EXPECT_THROW(infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "linear"}, {"num_args", "1"}}, {Shape{1, 1, 2, 2}}),
-               ValueError);
-  EXPECT_THROW(infer_shapes("UpSampling", {{"scale", "0"}, {"sample_type", "nearest"}, {"num_args", "1"}}, {Shape{1, 1, 2, 2}}),
-               ValueError);
+  EXPECT_THROW(
+      infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "1"}},
+                   {Shape{1, 4, 4}}),
+      ShapeError);
+  EXPECT_THROW(
+      infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "bilinear"}, {"num_args", "1"}},
+                   {Shape{1, 1, 2, 2}}),
+      ValueError);
+  EXPECT_THROW(
+      infer_shapes("UpSampling", {{"scale", "2"}, {"sample_type", "linear"}, {"num_args", "1"}},
+                   {Shape{1, 1, 2, 2}}),
+      ValueError);
+  EXPECT_THROW(
+      infer_shapes("UpSampling", {{"scale", "0"}, {"sample_type", "nearest"}, {"num_args", "1"}},
+                   {Shape{1, 1, 2, 2}}),
+      ValueError);
 }
 
 TEST(ShapeUpSampling, GradientsOfNearestAndBilinear) {
-  EXPECT_TRUE(check_gradient("UpSampling", {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "2"}},
-                             {rnd({1, 2, 2, 2}, 40), rnd({1, 1, 1, 1}, 41)}));
   EXPECT_TRUE(check_gradient("UpSampling",
-                             {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "2"}, {"multi_input_mode", "sum"}},
-                             {rnd({1, 2, 2, 2}, 42), rnd({1, 2, 1, 1}, 43)}));
+                             {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "2"}},
+                             {rnd({1, 2, 2, 2}, 40), rnd({1, 1, 1, 1}, 41)}));
+  EXPECT_TRUE(check_gradient(
+      "UpSampling",
+      {{"scale", "2"}, {"sample_type", "nearest"}, {"num_args", "2"}, {"multi_input_mode", "sum"}},
+      {rnd({1, 2, 2, 2}, 42), rnd({1, 2, 1, 1}, 43)}));
   for (int s : {2, 3}) {
     const int k = 2 * s - s % 2;
-    EXPECT_TRUE(check_gradient("UpSampling", {{"scale", std::to_string(s)}, {"sample_type", "bilinear"}, {"num_args", "2"}},
-                               {rnd({2, 2, 2, 3}, 44), rnd({2, 1, k, k}, 45)}))
+    EXPECT_TRUE(check_gradient(
+        "UpSampling",
+        {{"scale", std::to_string(s)}, {"sample_type", "bilinear"}, {"num_args", "2"}},
+        {rnd({2, 2, 2, 3}, 44), rnd({2, 1, k, k}, 45)}))
         << "scale " << s;
   }
 }
@@ -301,7 +353,9 @@ TEST(ShapeUpSampling, NearestGradientSumsEachBlockWithManyThreads) {
   HostTensor head = HostTensor::random({2, 3, 15, 12}, 47);
   RunOptions o;
   o.num_threads = 4;
-  auto g = op_gradient("UpSampling", {{"scale", "3"}, {"sample_type", "nearest"}, {"num_args", "1"}}, {x}, {head}, o);
+  auto g =
+      op_gradient("UpSampling", {{"scale", "3"}, {"sample_type", "nearest"}, {"num_args", "1"}},
+                  {x}, {head}, o);
   ASSERT_EQ(g[0].shape, x.shape);
   for (int n = 0; n < 2; ++n)
     for (int c = 0; c < 3; ++c)
@@ -341,12 +395,15 @@ TEST(ShapeEmbedding, InfersWeightOutputAndDataShapesAndTypes) {
   EXPECT_EQ(in2[0], (Shape{7}));
   EXPECT_THROW(infer_shapes("Embedding", a, {Shape{2}, Shape{10, 3}}), ShapeError);
   EXPECT_THROW(infer_shapes("Embedding", a, {Shape{2}, Shape()}, {Shape{2, 5}}), ShapeError);
-  auto [ti, to] = infer_types("Embedding", {{"input_dim", "10"}, {"output_dim", "4"}, {"dtype", "float64"}},
-                              {DType::kFloat32, DType::kUnknown});
+  auto [ti, to] =
+      infer_types("Embedding", {{"input_dim", "10"}, {"output_dim", "4"}, {"dtype", "float64"}},
+                  {DType::kFloat32, DType::kUnknown});
   EXPECT_EQ(ti[1], kF64);
   EXPECT_EQ(to[0], kF64);
   EXPECT_EQ(ti[0], DType::kFloat32);
-  EXPECT_THROW(infer_shapes("Embedding", {{"input_dim", "0"}, {"output_dim", "4"}}, {Shape{2}, Shape()}), ValueError);
+  EXPECT_THROW(
+      infer_shapes("Embedding", {{"input_dim", "0"}, {"output_dim", "4"}}, {Shape{2}, Shape()}),
+      ValueError);
   EXPECT_THROW(infer_shapes("Embedding", {{"input_dim", "3"}}, {Shape{2}, Shape()}), ValueError);
 }
 
@@ -354,7 +411,8 @@ TEST(ShapeEmbedding, GradientGoesToTheWeightOnlyAndSumsRepeatedRows) {
   GradCheckOptions o;
   o.no_grad_inputs = {0};
   HostTensor data = HostTensor::of({2, 3}, {1, 0, 1, 3, 9, -2}, kF64);
-  EXPECT_TRUE(check_gradient("Embedding", {{"input_dim", "4"}, {"output_dim", "2"}}, {data, rnd({4, 2}, 50)}, o));
+  EXPECT_TRUE(check_gradient("Embedding", {{"input_dim", "4"}, {"output_dim", "2"}},
+                             {data, rnd({4, 2}, 50)}, o));
   // Hand check: rows 1 and 0 repeated.
   HostTensor head = HostTensor::of({3, 2}, {1, 2, 3, 4, 5, 6});
   auto g = op_gradient("Embedding", {{"input_dim", "3"}, {"output_dim", "2"}},
