@@ -133,12 +133,13 @@ TEST(ExecutorLifetime, ExitWithAnExecutorAliveIsClean) {
   for (int run = 0; run < 10; ++run) {
     const std::string mode = run % 2 == 0 ? "keep" : "static";
     std::string output;
-    const int status =
-        testing::run_child("ExecutorLifetimeExitChild.ExitsWithPassesQueued", kChildEnv, mode, output);
+    const int status = testing::run_child("ExecutorLifetimeExitChild.ExitsWithPassesQueued",
+                                          kChildEnv, mode, output);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "run " << run << " (" << mode << "): " << testing::describe_status(status) << "\n"
         << output;
-    ASSERT_NE(output.find(kChildMarker), std::string::npos) << "the child did not run its body:\n" << output;
+    ASSERT_NE(output.find(kChildMarker), std::string::npos) << "the child did not run its body:\n"
+                                                            << output;
   }
 }
 

@@ -32,8 +32,8 @@ class Watchdog {
       : what_(std::move(what)), thread_([this, limit] {
           std::unique_lock<std::mutex> lock(mutex_);
           if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) {
-            std::fprintf(stderr, "watchdog: %s did not finish within %lld s (deadlock)\n", what_.c_str(),
-                         static_cast<long long>(limit.count()));
+            std::fprintf(stderr, "watchdog: %s did not finish within %lld s (deadlock)\n",
+                         what_.c_str(), static_cast<long long>(limit.count()));
             std::fflush(stderr);
             std::_Exit(3);
           }
@@ -58,7 +58,8 @@ class Watchdog {
 // Runs this test program again with only `test` selected and `mode` in the environment variable
 // `env_name`; returns its wait status (from waitpid) and its output. Kills it and fails the
 // calling test when it has not exited within 100 s (a hang at exit).
-inline int run_child(const std::string& test, const char* env_name, const std::string& mode, std::string& output) {
+inline int run_child(const std::string& test, const char* env_name, const std::string& mode,
+                     std::string& output) {
   char out_path[] = "/tmp/weft_lifetime_child_XXXXXX";
   const int fd = mkstemp(out_path);
   if (fd < 0) {

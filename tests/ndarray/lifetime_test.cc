@@ -175,7 +175,8 @@ constexpr const char* kChildMarker = "lifetime child: work queued";
 // in static storage, and exits without shutdown() while the work is still queued.
 TEST(RuntimeLifetimeExitChild, QueuesWorkAndExits) {
   const char* mode = std::getenv(kChildEnv);
-  if (mode == nullptr) GTEST_SKIP() << "runs only as the child of ExitWithoutShutdownWithWorkQueuedIsClean";
+  if (mode == nullptr)
+    GTEST_SKIP() << "runs only as the child of ExitWithoutShutdownWithWorkQueuedIsClean";
   static NDArray kept_in_static_storage = NDArray::uniform(Shape{1000});
   NDArray x = NDArray::uniform(Shape{64, 1, 28, 28});
   NDArray w = NDArray::normal(Shape{10, 784}, 0, 0.01);
@@ -187,8 +188,8 @@ TEST(RuntimeLifetimeExitChild, QueuesWorkAndExits) {
     x = x * 1.0001;
     kept_in_static_storage = kept_in_static_storage + 1.0;
     Runtime::get().engine().push_sync(
-        [](const RunContext&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }, Device::cpu(),
-        {x.var()}, {});
+        [](const RunContext&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); },
+        Device::cpu(), {x.var()}, {});
   }
   std::printf("%s\n", kChildMarker);
   std::fflush(stdout);
@@ -201,12 +202,13 @@ TEST(RuntimeLifetime, ExitWithoutShutdownWithWorkQueuedIsClean) {
   for (int run = 0; run < runs; ++run) {
     const std::string mode = run % 2 == 0 ? "exit" : "return";
     std::string output;
-    const int status = run_child("RuntimeLifetimeExitChild.QueuesWorkAndExits", kChildEnv, mode, output);
+    const int status =
+        run_child("RuntimeLifetimeExitChild.QueuesWorkAndExits", kChildEnv, mode, output);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "run " << run << " (" << mode << "): "
-        << testing::describe_status(status) << "\n"
+        << "run " << run << " (" << mode << "): " << testing::describe_status(status) << "\n"
         << output;
-    ASSERT_NE(output.find(kChildMarker), std::string::npos) << "the child did not run its body:\n" << output;
+    ASSERT_NE(output.find(kChildMarker), std::string::npos) << "the child did not run its body:\n"
+                                                            << output;
   }
 }
 
