@@ -43,6 +43,7 @@ struct NodeRun {
   const OpAttrs* attrs = nullptr;
   const FCompute* compute = nullptr;
   const FStatefulCompute* stateful = nullptr;
+  const FAsyncCompute* async = nullptr;  // completes through the engine's callback
   std::shared_ptr<OpState> state;
   std::vector<TensorView> in, out;
   std::vector<OpReq> req;
@@ -58,9 +59,14 @@ struct NodeRun {
   double total_ms = 0;
   int64_t calls = 0;
 
-  void run(bool is_train, Engine& engine) {
-    if (identity) return;
+  void run(bool is_train, Engine& engine, const RunContext& rc,
+           CallbackOnComplete* on_complete = nullptr) {
+    if (identity) {
+      if (on_complete != nullptr) (*on_complete)();
+      return;
+    }
     OpContext ctx;
+    ctx.run = rc;
     ctx.is_train = is_train;
     ctx.workspace = workspace;
     ctx.workspace_bytes = workspace_bytes;
@@ -81,6 +87,8 @@ struct NodeRun {
     std::span<const OpReq> r(req.data(), req.size());
     if (compute) {
       (*compute)(*attrs, ctx, i, r, o);
+    } else if (async) {
+      (*async)(*attrs, ctx, i, r, o, *on_complete);  // time_ops counts the launch only
     } else {
       (*stateful)(*state, ctx, i, r, o);
     }
@@ -422,8 +430,9 @@ class ExecutorImpl final : public Executor {
       r.name = n.op->name();
       r.attrs = n.op_attrs.get();
       r.compute = n.op->compute(options_.device.type);
-      r.stateful = r.compute ? nullptr : n.op->stateful_compute(options_.device.type);
-      WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful)
+      r.async = r.compute ? nullptr : n.op->async_compute(options_.device.type);
+      r.stateful = r.compute || r.async ? nullptr : n.op->stateful_compute(options_.device.type);
+      WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful || r.async)
           << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
           << " has no kernel on " << weft::to_string(options_.device);
       r.time_ops = options_.time_ops;
@@ -533,8 +542,17 @@ class ExecutorImpl final : public Executor {
   void push(NodeRun& r, bool is_train) {
     NodeRun* rp = &r;
     Engine* engine = &engine_;
-    engine_.push_sync([rp, is_train, engine](const RunContext&) { rp->run(is_train, *engine); },
-                      options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
+    if (r.async != nullptr) {
+      engine_.push_async(
+          [rp, is_train, engine](const RunContext& rc, CallbackOnComplete done) {
+            rp->run(is_train, *engine, rc, &done);
+          },
+          options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
+      return;
+    }
+    engine_.push_sync(
+        [rp, is_train, engine](const RunContext& rc) { rp->run(is_train, *engine, rc); },
+        options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
   }
 
   // Throws when the runtime this executor was bound under is gone (Note [Executor lifetime]).

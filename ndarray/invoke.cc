@@ -19,6 +19,7 @@ struct PendingKernel {
   std::shared_ptr<const OpAttrs> attrs;
   const FCompute* compute = nullptr;
   const FStatefulCompute* stateful = nullptr;
+  const FAsyncCompute* async = nullptr;
   std::shared_ptr<OpState> state;
   // Inline capacity covers nearly every op, so a pushed kernel is one allocation.
   SmallVector<std::shared_ptr<detail::Storage>, 6> keep_alive;
@@ -35,7 +36,10 @@ struct PendingKernel {
   Engine* engine = nullptr;
   bool is_train = false;
 
-  void run(const RunContext& rc) {
+  // Runs the kernel; an asynchronous one (async != null) is handed `done` and completes through
+  // it. The workspace of an asynchronous kernel is kept until the operation is freed (after
+  // completion), since the launched work may still use it when this returns.
+  void run(const RunContext& rc, CallbackOnComplete* on_complete = nullptr) {
     OpContext ctx;
     ctx.is_train = is_train;
     ctx.run = rc;
@@ -57,6 +61,9 @@ struct PendingKernel {
     std::span<const OpReq> rq(req.data(), req.size());
     if (compute != nullptr) {
       (*compute)(*attrs, ctx, in, rq, out);
+    } else if (async != nullptr) {
+      (*async)(*attrs, ctx, in, rq, out, *on_complete);
+      return;
     } else {
       (*stateful)(*state, ctx, in, rq, out);
     }
@@ -136,7 +143,8 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   auto pk = std::make_unique<PendingKernel>();
   pk->attrs = attrs_ptr;
   pk->compute = op.compute(device.type);
-  if (pk->compute == nullptr) {
+  if (pk->compute == nullptr) pk->async = op.async_compute(device.type);
+  if (pk->compute == nullptr && pk->async == nullptr) {
     pk->stateful = op.stateful_compute(device.type);
     WEFT_CHECK_AS(NotImplemented, pk->stateful != nullptr)
         << attrs.where() << " has no kernel for " << device_type_name(device.type);
@@ -151,6 +159,9 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   for (int i = 0; i < nout; ++i) {
     if (i < static_cast<int>(given.size()) && !given[i].is_none()) {
       outputs[i] = given[i];
+      WEFT_CHECK(!outputs[i].storage()->read_only)
+          << attrs.where() << ": output " << i
+          << " is a read-only array (imported from a read-only DLPack tensor)";
       WEFT_CHECK(outputs[i].device() == device)
           << attrs.where() << ": output " << i << " is on " << to_string(outputs[i].device());
     } else {
@@ -202,7 +213,13 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   }
   pk->versions.resize(nin);
   if (const auto& f = op.attr<FMutateInputs>()) {
-    for (int i : f(attrs)) writes.push_back(inputs.at(i).var());
+    for (int i : f(attrs)) {
+      WEFT_CHECK(!inputs.at(i).storage()->read_only)
+          << attrs.where() << ": input " << i
+          << " is written by the op but is a read-only array (imported from a read-only DLPack "
+             "tensor)";
+      writes.push_back(inputs.at(i).var());
+    }
   }
   pk->engine = &rt.engine();
   pk->is_train = autograd::is_training();
@@ -223,8 +240,12 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   // engine does not chain further operations into the thread that runs it inline.
   int64_t out_elements = 0;
   for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
-  if (device.type == DeviceType::kCPU && pk->compute != nullptr &&
-      out_elements <= kInlineKernelElements && pk->workspace_bytes == 0) {
+  if (pk->async != nullptr) {
+    rt.engine().push_async(
+        [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) { pk->run(rc, &done); },
+        device, read_span, write_span, FnProperty::kNormal, 0, op.name());
+  } else if (device.type == DeviceType::kCPU && pk->compute != nullptr &&
+             out_elements <= kInlineKernelElements && pk->workspace_bytes == 0) {
     rt.engine().push_async(
         [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) {
           pk->run(rc);

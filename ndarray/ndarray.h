@@ -28,6 +28,8 @@ struct Storage {
   size_t bytes = 0;
   uint64_t id = 0;
   uint64_t generation = 0;  ///< the runtime generation that owns `var`
+  /// Memory lent read-only (a DLPack tensor flagged read-only): operators refuse to write it.
+  bool read_only = false;
   Storage() = default;
   Storage(const Storage&) = delete;
   ~Storage();

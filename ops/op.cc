@@ -2,6 +2,7 @@
 #include "ops/op.h"
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "ops/builtin_ops.h"
@@ -52,6 +53,22 @@ const FStatefulCompute* Op::stateful_compute(DeviceType device) const {
   const FStatefulCompute& f = stateful_[device_slot(device)];
   return f ? &f : nullptr;
 }
+const FAsyncCompute* Op::async_compute(DeviceType device) const {
+  const FAsyncCompute& f = async_[device_slot(device)];
+  return f ? &f : nullptr;
+}
+
+Op& Op::set_param_schema(std::vector<ParamInfo> info, ParamParser parser,
+                         std::type_index param_type) {
+  check_mutable();
+  WEFT_CHECK(static_cast<bool>(parser))
+      << "op '" << name_ << "': set_param_schema without a parser";
+  param_info_ = std::move(info);
+  parser_ = std::move(parser);
+  param_type_ = param_type;
+  runtime_params_ = true;
+  return *this;
+}
 
 int Op::num_inputs(const OpAttrs& attrs) const {
   const auto& f = attr<FNumInputs>();
@@ -99,7 +116,8 @@ OpAttrs Op::make_attrs(AttrMap dict, std::string node_name) const {
 }
 
 OpAttrs Op::make_attrs_like(const OpAttrs& other) const {
-  if (other.op != nullptr && other.op->param_type_ == param_type_ && other.parsed) {
+  if (other.op != nullptr && other.op->param_type_ == param_type_ && other.parsed &&
+      !runtime_params_ && !other.op->runtime_params_) {
     OpAttrs a;
     a.op = this;
     a.dict = other.dict;
@@ -192,9 +210,48 @@ void OpRegistry::freeze() {
   frozen_ = true;
 }
 
+// Note [Runtime registration]
+// The built-in table is filled once and frozen before anyone can look it up, so its lookups take
+// no lock. Foreign ops arrive later, from any thread, while other threads invoke ops and bind
+// graphs. They live in a second table: register_runtime() builds the Op privately (nobody can
+// see it while `define` runs), then publishes it under the writer lock; find() consults the
+// second table under the reader lock, and only once one exists (an atomic count), so a process
+// that registers nothing pays nothing. Ops are never removed or replaced: an Op* handed out
+// (cached by an executor, a graph node or an autograd record) stays valid for the life of the
+// process, which is what lets plugins be loaded at any time but never unloaded.
+const Op& OpRegistry::register_runtime(const std::string& name,
+                                       const std::function<void(Op&)>& define) {
+  static const bool kFrozen = true;
+  OpRegistry& r = const_cast<OpRegistry&>(global());
+  WEFT_CHECK_AS(ValueError, !name.empty() && name.size() <= 256)
+      << "register operator: the name must have 1 to 256 characters";
+  for (char c : name) {
+    WEFT_CHECK_AS(ValueError, std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                                  c == '-' || c == ':')
+        << "register operator '" << name << "': names use letters, digits and _ . - : only";
+  }
+  WEFT_CHECK_AS(ValueError, r.find(name) == nullptr)
+      << "register operator '" << name << "': an operator of that name is already registered";
+  auto op = std::make_unique<Op>(name);
+  define(*op);
+  op->frozen_ = &kFrozen;
+  std::unique_lock<std::shared_mutex> lock(r.runtime_mutex_);
+  WEFT_CHECK_AS(ValueError, r.lookup_.count(name) == 0 && r.runtime_ops_.count(name) == 0)
+      << "register operator '" << name << "': an operator of that name is already registered";
+  const Op& result = *op;
+  r.runtime_ops_.emplace(name, std::move(op));
+  r.num_runtime_ops_.fetch_add(1, std::memory_order_release);
+  return result;
+}
+
 const Op* OpRegistry::find(std::string_view name) const {
-  auto it = lookup_.find(std::string(name));
-  return it == lookup_.end() ? nullptr : it->second;
+  std::string key(name);
+  auto it = lookup_.find(key);
+  if (it != lookup_.end()) return it->second;
+  if (num_runtime_ops_.load(std::memory_order_acquire) == 0) return nullptr;
+  std::shared_lock<std::shared_mutex> lock(runtime_mutex_);
+  auto rt = runtime_ops_.find(key);
+  return rt == runtime_ops_.end() ? nullptr : rt->second.get();
 }
 
 static size_t edit_distance(const std::string& a, const std::string& b) {
@@ -219,6 +276,13 @@ const Op& OpRegistry::get(std::string_view name) const {
     size_t d = edit_distance(key, n);
     if (d <= 2) close.emplace_back(d, n);
   }
+  if (num_runtime_ops_.load(std::memory_order_acquire) != 0) {
+    std::shared_lock<std::shared_mutex> lock(runtime_mutex_);
+    for (const auto& [n, op] : runtime_ops_) {
+      size_t d = edit_distance(key, n);
+      if (d <= 2) close.emplace_back(d, n);
+    }
+  }
   std::sort(close.begin(), close.end());
   std::string hint;
   for (size_t i = 0; i < close.size() && i < 3; ++i) hint += (i ? ", " : "") + close[i].second;
@@ -229,6 +293,10 @@ const Op& OpRegistry::get(std::string_view name) const {
 std::vector<const Op*> OpRegistry::list() const {
   std::vector<const Op*> out;
   for (const auto& [name, op] : ops_) out.push_back(op.get());
+  if (num_runtime_ops_.load(std::memory_order_acquire) != 0) {
+    std::shared_lock<std::shared_mutex> lock(runtime_mutex_);
+    for (const auto& [name, op] : runtime_ops_) out.push_back(op.get());
+  }
   std::sort(out.begin(), out.end(), [](const Op* a, const Op* b) { return a->name() < b->name(); });
   return out;
 }

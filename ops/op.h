@@ -1,12 +1,15 @@
 // The operator registry: an op is a name plus typed attributes (params, arity, inference,
-// in-place options, resources, kernels per device type, gradient). Registered once, then frozen.
+// in-place options, resources, kernels per device type, gradient). The built-in ops are
+// registered once and frozen; foreign ops are added at run time (Note [Runtime registration]).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,6 +139,13 @@ WEFT_DEFINE_OP_ATTR(FCreateOpState,
 WEFT_DEFINE_OP_ATTR(FStatefulCompute,
                     void(OpState&, const OpContext&, std::span<const TensorView> in,
                          std::span<const OpReq> req, std::span<const TensorView> out));
+/// An asynchronous kernel: launches work and completes `done` exactly once, later, from any
+/// thread (the engine's completion contract). Pushed with Engine::push_async: the views and the
+/// context are valid until it returns; the memory they describe stays reserved for the operation
+/// until `done` is called. Used by foreign operators of the asynchronous kind.
+WEFT_DEFINE_OP_ATTR(FAsyncCompute, void(const OpAttrs&, const OpContext&,
+                                        std::span<const TensorView> in, std::span<const OpReq> req,
+                                        std::span<const TensorView> out, CallbackOnComplete done));
 
 class GradBuilder;
 /// An entry handed out by a GradBuilder; invalid (id < 0) means "no gradient" (zero).
@@ -212,14 +222,22 @@ class Op {
     std::get<A>(attrs_) = std::move(value);
     return *this;
   }
-  /// Sets the kernel (FCompute or FStatefulCompute) for one device type.
+  /// A param schema given at run time (foreign ops): the fields' descriptions and a parser from
+  /// the attribute dict to the parsed params (whose type is then `param_type`).
+  using ParamParser = std::function<std::shared_ptr<const void>(
+      const AttrMap& dict, const std::string& op, const std::string& node)>;
+  Op& set_param_schema(std::vector<ParamInfo> info, ParamParser parser, std::type_index param_type);
+  /// Sets the kernel (FCompute, FStatefulCompute or FAsyncCompute) for one device type.
   template <typename A>
   Op& set_attr(DeviceType device, A value) {
-    static_assert(std::is_same_v<A, FCompute> || std::is_same_v<A, FStatefulCompute>,
-                  "per-device attributes are FCompute and FStatefulCompute");
+    static_assert(std::is_same_v<A, FCompute> || std::is_same_v<A, FStatefulCompute> ||
+                      std::is_same_v<A, FAsyncCompute>,
+                  "per-device attributes are FCompute, FStatefulCompute and FAsyncCompute");
     check_mutable();
     if constexpr (std::is_same_v<A, FCompute>) {
       compute_[device_slot(device)] = std::move(value);
+    } else if constexpr (std::is_same_v<A, FAsyncCompute>) {
+      async_[device_slot(device)] = std::move(value);
     } else {
       stateful_[device_slot(device)] = std::move(value);
     }
@@ -235,8 +253,11 @@ class Op {
   /// The kernel for a device type, or null when the op has none there.
   const FCompute* compute(DeviceType device) const;
   const FStatefulCompute* stateful_compute(DeviceType device) const;
+  const FAsyncCompute* async_compute(DeviceType device) const;
   /// Whether the op can run on `device` (has a kernel there).
-  bool has_kernel(DeviceType device) const { return compute(device) || stateful_compute(device); }
+  bool has_kernel(DeviceType device) const {
+    return compute(device) || stateful_compute(device) || async_compute(device);
+  }
 
   int num_inputs(const OpAttrs& attrs) const;
   int num_outputs(const OpAttrs& attrs) const;
@@ -274,21 +295,32 @@ class Op {
   Attrs attrs_;
   std::array<FCompute, kDeviceSlots> compute_;
   std::array<FStatefulCompute, kDeviceSlots> stateful_;
+  std::array<FAsyncCompute, kDeviceSlots> async_;
   std::type_index param_type_ = std::type_index(typeid(NoParams));
   std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)>
       parser_;
   std::vector<ParamInfo> param_info_;
+  bool runtime_params_ = false;  // set_param_schema: make_attrs_like always parses again
   std::vector<std::string> fixed_input_names_;
   std::vector<std::string> fixed_output_names_;
   const bool* frozen_ = nullptr;
 };
 
 /// The process-wide operator table. The built-in ops are registered on first use, after which
-/// the registry is frozen: registering later throws Error. Lookups are thread-safe.
+/// that part of the registry is frozen. Foreign ops are added at any time with
+/// register_runtime() (Note [Runtime registration] in ops/op.cc). Lookups are thread-safe.
 class OpRegistry {
  public:
   /// The registry, with every built-in op registered and frozen.
   static const OpRegistry& global();
+
+  /// Registers a foreign op at run time: `define` fills a new, private Op (the setters work on
+  /// it); the op is then published atomically and never removed, so pointers to it stay valid
+  /// for the life of the process. Throws ValueError when `name` is taken (built-in or runtime)
+  /// or is not a valid operator name, and whatever `define` throws (nothing is published then).
+  /// Safe to call while other threads look ops up, invoke them or bind graphs.
+  static const Op& register_runtime(const std::string& name,
+                                    const std::function<void(Op&)>& define);
 
   /// Looks up an op by name or alias; null when absent.
   const Op* find(std::string_view name) const;
@@ -312,6 +344,11 @@ class OpRegistry {
   std::unordered_map<std::string, std::string> aliases_;
   std::unordered_map<std::string, const Op*> lookup_;  // names and aliases, built at freeze
   bool frozen_ = false;
+  // Runtime-registered ops: published under the writer lock, read under the reader lock (taken
+  // only when there is at least one, so built-in lookups stay lock-free).
+  mutable std::shared_mutex runtime_mutex_;
+  std::unordered_map<std::string, std::unique_ptr<Op>> runtime_ops_;
+  std::atomic<size_t> num_runtime_ops_{0};
 };
 
 /// Shorthand: OpRegistry::global().get(name).

@@ -9,7 +9,7 @@ if ! command -v "$clang_format" >/dev/null 2>&1; then
   echo "check_format: $clang_format not found (Debian: apt-get install clang-format)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.cuh' '*.c')
+mapfile -t files < <(git ls-files '*.cc' '*.h' '*.hpp' '*.cu' '*.cuh' '*.c')
 if [ "${1:-}" = "--fix" ]; then
   "$clang_format" -i "${files[@]}"
   exit 0

@@ -1,0 +1,176 @@
+// The C ABI: DLPack exchange, zero-copy both ways (DLManagedTensor of DLPack 0.6 and the
+// versioned DLManagedTensorVersioned of DLPack 1.x). See docs/C_API.md, "DLPack".
+#include "base/build_config.h"
+#include "capi/c_api_internal.h"
+#include "ndarray/runtime.h"
+
+namespace weft::capi {
+namespace {
+
+// ---- export ------------------------------------------------------------------------------------
+
+// What an exported tensor keeps alive: the array (its storage) and the shape the tensor points at.
+template <typename Managed>
+struct Exported {
+  NDArray array;
+  std::vector<int64_t> shape;
+  Managed managed{};
+};
+
+template <typename Managed>
+Managed* export_array(const NDArray& array) {
+  // Every earlier write and read must be done: the consumer may read and write the memory at once.
+  array.wait_to_write();
+  auto* e = new Exported<Managed>();
+  e->array = array;
+  e->shape.assign(array.shape().data(), array.shape().data() + array.ndim());
+  DLTensor& t = e->managed.dl_tensor;
+  t.data = array.raw_data();
+  t.device.device_type = static_cast<DLDeviceType>(array.device().type);
+  t.device.device_id = array.device().id;
+  t.ndim = array.ndim();
+  const DLDataTypeCompat dt = to_dlpack(array.dtype());
+  t.dtype.code = dt.code;
+  t.dtype.bits = dt.bits;
+  t.dtype.lanes = dt.lanes;
+  t.shape = e->shape.data();
+  t.strides = nullptr;  // compact row-major
+  t.byte_offset = 0;    // `data` already points at the first element
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](Managed* self) {
+    if (self != nullptr) delete static_cast<Exported<Managed>*>(self->manager_ctx);
+  };
+  return &e->managed;
+}
+
+// ---- import ------------------------------------------------------------------------------------
+
+// Checks a foreign tensor and returns its shape, dtype and device; names what is wrong.
+void check_tensor(const DLTensor& t, Shape& shape, DType& dtype, Device& device) {
+  WEFT_CHECK_AS(ValueError, t.ndim >= 0 && t.ndim <= 32)
+      << "the tensor's ndim " << t.ndim << " is out of range (0 to 32)";
+  WEFT_CHECK_AS(ValueError, t.ndim == 0 || t.shape != nullptr) << "the tensor's shape is NULL";
+  shape = to_shape(t.shape, t.ndim, "dl_tensor.shape");
+  WEFT_CHECK_AS(ValueError, t.dtype.lanes == 1)
+      << "the tensor has " << t.dtype.lanes << " lanes per element; weft takes 1";
+  dtype = from_dlpack(DLDataTypeCompat{t.dtype.code, t.dtype.bits, t.dtype.lanes});
+  switch (t.device.device_type) {
+    case kDLCPU:
+      WEFT_CHECK_AS(ValueError, t.device.device_id == 0)
+          << "a CPU tensor with device_id " << t.device.device_id;
+      device = Device::cpu();
+      break;
+    case kDLCUDA:
+#if WEFT_USE_CUDA
+      WEFT_CHECK_AS(ValueError, t.device.device_id >= 0)
+          << "a CUDA tensor with device_id " << t.device.device_id;
+      device = Device::cuda(t.device.device_id);
+      break;
+#else
+      WEFT_THROW(NotImplemented) << "a CUDA tensor: this weft was built without CUDA";
+#endif
+    default:
+      WEFT_THROW(NotImplemented) << "the tensor's device type " << t.device.device_type
+                                 << " is not supported (kDLCPU = 1"
+#if WEFT_USE_CUDA
+                                 << ", kDLCUDA = 2"
+#endif
+                                 << ")";
+  }
+  // Strides: NULL means compact; otherwise they must be the compact ones (a dimension of extent
+  // 1 may have any stride).
+  if (t.strides != nullptr) {
+    int64_t expected = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      WEFT_CHECK_AS(ValueError, t.shape[i] == 1 || t.strides[i] == expected)
+          << "the tensor is strided (dimension " << i << " has stride " << t.strides[i]
+          << ", compact would be " << expected
+          << "); weft imports compact row-major tensors only: make it contiguous first";
+      expected *= t.shape[i];
+    }
+  }
+  const size_t bytes = shape_bytes(shape, dtype_size(dtype), "the DLPack tensor");
+  WEFT_CHECK_AS(ValueError, bytes == 0 || t.data != nullptr) << "the tensor's data is NULL";
+  const auto address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  WEFT_CHECK_AS(ValueError, address % dtype_size(dtype) == 0)
+      << "the tensor's data (with byte_offset " << t.byte_offset << ") is not aligned to its "
+      << dtype_size(dtype) << "-byte elements";
+}
+
+template <typename Managed>
+NDArray import_tensor(Managed* managed, bool read_only) {
+  const DLTensor& t = managed->dl_tensor;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  Device device;
+  check_tensor(t, shape, dtype, device);
+  const size_t bytes = shape_bytes(shape, dtype_size(dtype), "the DLPack tensor");
+  Runtime& rt = Runtime::get();
+  auto s = std::make_shared<detail::Storage>();
+  s->engine = &rt.engine();
+  s->var = s->engine->new_var();
+  s->device = device;
+  s->bytes = bytes;
+  s->id = rt.next_storage_id();
+  s->generation = rt.generation();
+  s->read_only = read_only;
+  // From here on weft owns `managed`: the DataPtr's deleter hands it back to its producer once
+  // every operation on the storage has completed.
+  s->data = DataPtr(static_cast<char*>(t.data) + t.byte_offset, bytes, device, managed,
+                    [](void* context, void*, size_t) noexcept {
+                      auto* m = static_cast<Managed*>(context);
+                      if (m->deleter != nullptr) m->deleter(m);
+                    });
+  return NDArray(std::move(s), std::move(shape), dtype);
+}
+
+}  // namespace
+}  // namespace weft::capi
+
+using namespace weft;        // NOLINT(google-build-using-namespace)
+using namespace weft::capi;  // NOLINT(google-build-using-namespace)
+
+extern "C" {
+
+int weft_array_to_dlpack(weft_array_t array, DLManagedTensor** out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  *out = export_array<DLManagedTensor>(array_of(array, "array").array);
+  WEFT_C_END("weft_array_to_dlpack")
+}
+
+int weft_array_to_dlpack_versioned(weft_array_t array, DLManagedTensorVersioned** out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  const NDArray& a = array_of(array, "array").array;
+  DLManagedTensorVersioned* m = export_array<DLManagedTensorVersioned>(a);
+  m->version.major = 1;
+  m->version.minor = 0;
+  m->flags = a.storage()->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  *out = m;
+  WEFT_C_END("weft_array_to_dlpack_versioned")
+}
+
+int weft_array_from_dlpack(DLManagedTensor* tensor, weft_array_t* out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  require(tensor, "tensor");
+  *out = nullptr;
+  *out = new_array_handle(import_tensor(tensor, false));
+  WEFT_C_END("weft_array_from_dlpack")
+}
+
+int weft_array_from_dlpack_versioned(DLManagedTensorVersioned* tensor, weft_array_t* out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  require(tensor, "tensor");
+  *out = nullptr;
+  WEFT_CHECK_AS(ValueError, tensor->version.major == 1)
+      << "DLPack version " << tensor->version.major << "." << tensor->version.minor
+      << ": weft reads major version 1";
+  *out =
+      new_array_handle(import_tensor(tensor, (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0));
+  WEFT_C_END("weft_array_from_dlpack_versioned")
+}
+
+}  // extern "C"

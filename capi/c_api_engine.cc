@@ -1,0 +1,237 @@
+// The C ABI: errors, versions, conversions, and the engine (variables, pushes, completions).
+#include <utility>
+
+#include "base/build_config.h"
+#include "base/small_vector.h"
+#include "capi/c_api_internal.h"
+#include "ndarray/runtime.h"
+
+namespace weft::capi {
+namespace {
+thread_local std::string t_last_error;
+thread_local const weft_run_context_t* t_current = nullptr;
+}  // namespace
+
+int set_last_error(std::string message) {
+  t_last_error = std::move(message);
+  return -1;
+}
+
+int fail(const char* function) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return set_last_error(std::string(function) + ": " + e.what());
+  } catch (...) {
+    return set_last_error(std::string(function) + ": unknown exception");
+  }
+}
+
+std::string take_foreign_error() { return std::exchange(t_last_error, std::string()); }
+
+Device to_device(weft_device_t device) {
+  WEFT_CHECK_AS(ValueError, device.type == static_cast<int32_t>(DeviceType::kCPU) ||
+                                device.type == static_cast<int32_t>(DeviceType::kCUDA))
+      << "device type " << device.type << " is not supported (1 = CPU, 2 = CUDA)";
+  WEFT_CHECK_AS(ValueError, device.id >= 0 && device.id < 1024)
+      << "device ordinal " << device.id << " is out of range";
+  WEFT_CHECK_AS(ValueError, device.type != static_cast<int32_t>(DeviceType::kCPU) || device.id == 0)
+      << "the CPU device has ordinal 0, not " << device.id;
+  return Device{static_cast<DeviceType>(device.type), device.id};
+}
+
+weft_device_t from_device(Device device) {
+  return weft_device_t{static_cast<int32_t>(device.type), device.id};
+}
+
+DType to_dtype(int code) {
+  WEFT_CHECK_AS(ValueError, code >= WEFT_FLOAT32 && code <= WEFT_BFLOAT16)
+      << "dtype code " << code << " is not a weft dtype (0 float32, 1 float64, 2 float16, "
+      << "3 uint8, 4 int32, 5 int8, 6 int64, 7 bool, 8 int16, 9 uint16, 10 uint32, 11 uint64, "
+      << "12 bfloat16)";
+  return static_cast<DType>(code);
+}
+
+Shape to_shape(const int64_t* dims, int ndim, const char* argument) {
+  WEFT_CHECK_AS(ValueError, ndim >= 0 && ndim <= 32)
+      << "argument '" << argument << "': ndim " << ndim << " is out of range (0 to 32)";
+  WEFT_CHECK_AS(ValueError, ndim == 0 || dims != nullptr)
+      << "argument '" << argument << "' is NULL with ndim " << ndim;
+  Shape s(dims, dims + ndim);
+  for (int i = 0; i < ndim; ++i) {
+    WEFT_CHECK_AS(ShapeError, dims[i] >= 0)
+        << "argument '" << argument << "': dimension " << i << " is " << dims[i];
+  }
+  (void)s.size();  // checked product: throws ShapeError past kMaxElements
+  return s;
+}
+
+weft_run_context_t from_run_context(const RunContext& rc) {
+  return weft_run_context_t{from_device(rc.device), rc.stream.handle, rc.worker};
+}
+
+CurrentContextScope::CurrentContextScope(const weft_run_context_t* ctx) : previous_(t_current) {
+  t_current = ctx;
+}
+CurrentContextScope::~CurrentContextScope() { t_current = previous_; }
+
+namespace {
+
+VarHandle checked_var(weft_var_t v, const char* argument) {
+  VarHandle h = to_var(v);
+  WEFT_CHECK_AS(ValueError, static_cast<bool>(h)) << "argument '" << argument << "' is a null var";
+  return h;
+}
+
+// Converts a C list of variables (on the stack for short lists: a push allocates nothing here);
+// a NULL list with a non-zero count, or a null entry, is an error.
+using VarVector = SmallVector<VarHandle, 8>;
+VarVector var_list(const weft_var_t* vars, size_t n, const char* argument) {
+  WEFT_CHECK_AS(ValueError, n == 0 || vars != nullptr)
+      << "argument '" << argument << "' is NULL with " << n << " entries";
+  WEFT_CHECK_AS(ValueError, n <= (size_t{1} << 20))
+      << "argument '" << argument << "': " << n << " variables is too many";
+  VarVector out;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = to_var(vars[i]);
+    WEFT_CHECK_AS(ValueError, static_cast<bool>(out[i]))
+        << "argument '" << argument << "': entry " << i << " is a null var";
+  }
+  return out;
+}
+
+// Owns a foreign function's user data: frees it once, when the operation is destroyed.
+struct UserData {
+  void* user = nullptr;
+  weft_free_fn free_user = nullptr;
+  UserData(void* u, weft_free_fn f) : user(u), free_user(f) {}
+  UserData(UserData&& o) noexcept : user(o.user), free_user(std::exchange(o.free_user, nullptr)) {}
+  UserData(const UserData&) = delete;
+  UserData& operator=(const UserData&) = delete;
+  UserData& operator=(UserData&&) = delete;
+  ~UserData() {
+    if (free_user != nullptr) free_user(user);
+  }
+};
+
+// Error of a foreign function that returned non-zero.
+[[noreturn]] void throw_foreign(const char* kind, int rc) {
+  std::string msg = take_foreign_error();
+  if (msg.empty()) msg = "returned " + std::to_string(rc) + " without weft_set_error";
+  WEFT_THROW(Error) << kind << " failed: " << msg;
+}
+
+}  // namespace
+}  // namespace weft::capi
+
+using namespace weft;        // NOLINT(google-build-using-namespace)
+using namespace weft::capi;  // NOLINT(google-build-using-namespace)
+
+extern "C" {
+
+const char* weft_last_error(void) { return t_last_error.c_str(); }
+
+int weft_set_error(const char* message) {
+  return set_last_error(message != nullptr ? message : "(no message)");
+}
+
+const char* weft_version(void) { return WEFT_VERSION_STRING; }
+uint32_t weft_abi_version(void) { return WEFT_C_ABI_VERSION; }
+
+int weft_var_new(weft_var_t* out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  *out = from_var(Runtime::get().engine().new_var());
+  WEFT_C_END("weft_var_new")
+}
+
+int weft_var_delete(weft_var_t var) {
+  WEFT_C_BEGIN
+  Runtime::get().engine().delete_var(checked_var(var, "var"));
+  WEFT_C_END("weft_var_delete")
+}
+
+int weft_var_version(weft_var_t var, uint64_t* out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  *out = Runtime::get().engine().var_version(checked_var(var, "var"));
+  WEFT_C_END("weft_var_version")
+}
+
+int weft_push_sync(weft_sync_fn fn, void* user, weft_free_fn free_user, weft_device_t device,
+                   const weft_var_t* reads, size_t num_reads, const weft_var_t* writes,
+                   size_t num_writes, int priority, const char* name) {
+  UserData data(user, free_user);  // freed here when the push fails
+  WEFT_C_BEGIN
+  WEFT_CHECK_AS(ValueError, fn != nullptr) << "argument 'fn' is NULL";
+  const Device dev = to_device(device);
+  const std::string_view op_name = name != nullptr ? name : "foreign";
+  auto r = var_list(reads, num_reads, "reads");
+  auto w = var_list(writes, num_writes, "writes");
+  Runtime::get().engine().push_sync(
+      [fn, data = std::move(data)](const RunContext& rc) {
+        const weft_run_context_t ctx = from_run_context(rc);
+        CurrentContextScope scope(&ctx);
+        const int rc_fn = fn(&ctx, data.user);
+        if (rc_fn != 0) throw_foreign("foreign operation", rc_fn);
+      },
+      dev, std::span<const VarHandle>(r.data(), r.size()),
+      std::span<const VarHandle>(w.data(), w.size()), FnProperty::kNormal, priority, op_name);
+  WEFT_C_END("weft_push_sync")
+}
+
+int weft_push_async(weft_async_fn fn, void* user, weft_free_fn free_user, weft_device_t device,
+                    const weft_var_t* reads, size_t num_reads, const weft_var_t* writes,
+                    size_t num_writes, int priority, const char* name) {
+  UserData data(user, free_user);
+  WEFT_C_BEGIN
+  WEFT_CHECK_AS(ValueError, fn != nullptr) << "argument 'fn' is NULL";
+  const Device dev = to_device(device);
+  const std::string_view op_name = name != nullptr ? name : "foreign";
+  auto r = var_list(reads, num_reads, "reads");
+  auto w = var_list(writes, num_writes, "writes");
+  Runtime::get().engine().push_async(
+      [fn, data = std::move(data)](const RunContext& rc, CallbackOnComplete done) {
+        const weft_run_context_t ctx = from_run_context(rc);
+        CurrentContextScope scope(&ctx);
+        fn(&ctx, from_completion(done), data.user);
+      },
+      dev, std::span<const VarHandle>(r.data(), r.size()),
+      std::span<const VarHandle>(w.data(), w.size()), FnProperty::kNormal, priority, op_name);
+  WEFT_C_END("weft_push_async")
+}
+
+int weft_complete(weft_completion_t done, const char* error) {
+  WEFT_C_BEGIN
+  CallbackOnComplete cb = to_completion(done);
+  if (error == nullptr) {
+    cb();
+  } else {
+    cb(std::make_exception_ptr(Error(std::string("asynchronous operation failed: ") + error)));
+  }
+  WEFT_C_END("weft_complete")
+}
+
+int weft_wait_var(weft_var_t var) {
+  WEFT_C_BEGIN
+  Runtime::get().engine().wait_for_var(checked_var(var, "var"));
+  WEFT_C_END("weft_wait_var")
+}
+
+int weft_wait_all(void) {
+  WEFT_C_BEGIN
+  Runtime::get().engine().wait_for_all();
+  WEFT_C_END("weft_wait_all")
+}
+
+int weft_current_context(weft_run_context_t* out) {
+  WEFT_C_BEGIN
+  require(out, "out");
+  WEFT_CHECK(t_current != nullptr)
+      << "no foreign operation is running on this thread (call it from inside one)";
+  *out = *t_current;
+  WEFT_C_END("weft_current_context")
+}
+
+}  // extern "C"

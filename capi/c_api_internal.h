@@ -1,0 +1,123 @@
+// Internals shared by the C ABI's translation units: the error boundary, handle structs and the
+// conversions between C values and weft's types. Nothing here is part of the ABI.
+#pragma once
+
+#include <cstring>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/engine.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "ndarray/ndarray.h"
+#include "weft/c_api.h"
+
+namespace weft::capi {
+
+/// Records `message` as this thread's last error; returns -1.
+int set_last_error(std::string message);
+/// The error boundary: records the exception in flight, prefixed with the entry point's name.
+int fail(const char* function);
+
+// Every entry point's body runs inside WEFT_C_BEGIN / WEFT_C_END(name): no exception leaves it.
+#define WEFT_C_BEGIN try {
+#define WEFT_C_END(function)             \
+  }                                      \
+  catch (...) {                          \
+    return ::weft::capi::fail(function); \
+  }                                      \
+  return 0;
+
+/// Throws ValueError naming the argument when `p` is null.
+template <typename T>
+inline void require(const T* p, const char* argument) {
+  WEFT_CHECK_AS(ValueError, p != nullptr) << "argument '" << argument << "' is NULL";
+}
+
+// ---- handles -----------------------------------------------------------------------------------
+inline constexpr uint32_t kArrayMagic = 0x41726179;     // "Aray"
+inline constexpr uint32_t kGraphMagic = 0x47726170;     // "Grap"
+inline constexpr uint32_t kExecutorMagic = 0x45786563;  // "Exec"
+inline constexpr uint32_t kDeadMagic = 0xdeadbeef;
+
+}  // namespace weft::capi
+
+// The opaque handle types of c_api.h. Each begins with a magic number checked on every use, so
+// a NULL, freed or foreign pointer is (in the common cases) refused with an error, not followed.
+struct weft_array_s {
+  uint32_t magic = weft::capi::kArrayMagic;
+  weft::NDArray array;
+};
+struct weft_graph_s {
+  uint32_t magic = weft::capi::kGraphMagic;
+  std::shared_ptr<const weft::graph::Graph> graph;
+};
+struct weft_executor_s {
+  uint32_t magic = weft::capi::kExecutorMagic;
+  std::unique_ptr<weft::graph::Executor> exec;
+  std::vector<weft::NDArray> outputs;  // handles to hand out
+};
+// The attributes of one application of a foreign operator, during a callback.
+struct weft_attrs_s {
+  const weft::OpAttrs* attrs = nullptr;
+};
+
+namespace weft::capi {
+
+weft_array_s& array_of(weft_array_t handle, const char* argument);
+weft_graph_s& graph_of(weft_graph_t handle, const char* argument);
+weft_executor_s& executor_of(weft_executor_t handle, const char* argument);
+/// A new handle owning a reference to `array`.
+weft_array_t new_array_handle(NDArray array);
+
+Device to_device(weft_device_t device);
+weft_device_t from_device(Device device);
+DType to_dtype(int code);
+Shape to_shape(const int64_t* dims, int ndim, const char* argument);
+
+static_assert(sizeof(VarHandle) == sizeof(weft_var_t), "weft_var_t must hold a VarHandle");
+static_assert(std::is_trivially_copyable_v<VarHandle>);
+inline VarHandle to_var(weft_var_t v) {
+  VarHandle h;
+  std::memcpy(static_cast<void*>(&h), &v, sizeof h);
+  return h;
+}
+inline weft_var_t from_var(VarHandle h) {
+  weft_var_t v;
+  std::memcpy(&v, &h, sizeof v);
+  return v;
+}
+static_assert(sizeof(CallbackOnComplete) == sizeof(weft_completion_t),
+              "weft_completion_t must hold a CallbackOnComplete");
+static_assert(std::is_trivially_copyable_v<CallbackOnComplete>);
+inline CallbackOnComplete to_completion(weft_completion_t c) {
+  CallbackOnComplete cb;
+  std::memcpy(static_cast<void*>(&cb), &c, sizeof cb);
+  return cb;
+}
+inline weft_completion_t from_completion(const CallbackOnComplete& cb) {
+  weft_completion_t c;
+  std::memcpy(&c, static_cast<const void*>(&cb), sizeof c);
+  return c;
+}
+weft_run_context_t from_run_context(const RunContext& rc);
+
+/// Marks the operation running on this thread, for weft_current_context (a scope).
+class CurrentContextScope {
+ public:
+  explicit CurrentContextScope(const weft_run_context_t* ctx);
+  ~CurrentContextScope();
+  CurrentContextScope(const CurrentContextScope&) = delete;
+  CurrentContextScope& operator=(const CurrentContextScope&) = delete;
+
+ private:
+  const weft_run_context_t* previous_;
+};
+
+/// Takes this thread's last error for a failing foreign callback ("" resets it).
+std::string take_foreign_error();
+
+}  // namespace weft::capi
