@@ -1,11 +1,19 @@
 // Shape/type merging with error messages that name the op, the node and the slot.
 #include "ops/infer_util.h"
 
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 namespace weft {
 
-int omp_get_thread_num_compat() { return omp_get_thread_num(); }
+int omp_get_thread_num_compat() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;  // WEFT_USE_OPENMP=OFF: serial loops, one thread
+#endif
+}
 
 bool merge_shape(Shape* slot, const Shape& value) {
   if (!value.rank_known()) return true;
