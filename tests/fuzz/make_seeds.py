@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes seed inputs for the fuzz targets (tests/fuzz/run.sh calls it): .params files of every
-record layout (FORMATS.md), .npy files, and small graph JSON files whose variables carry
-__shape__. Standard library only.
+record layout (FORMATS.md), .npy files, small graph JSON files whose variables carry __shape__,
+and byte programs for c_api_fuzz. Standard library only.
 
-    make_seeds.py OUT_DIR   # writes OUT_DIR/params, OUT_DIR/npy and OUT_DIR/graph
+    make_seeds.py OUT_DIR   # writes OUT_DIR/params, OUT_DIR/npy, OUT_DIR/graph and OUT_DIR/capi
 """
 import json
 import os
+import random
 import struct
 import sys
 
@@ -170,10 +171,22 @@ def graph_seeds():
     }
 
 
+def capi_seeds():
+    """c_api_fuzz reads a call per step (its first byte, modulo 12, picks the subject); a zero
+    byte decodes as the plain, valid value of every argument. Seeds: each subject followed by
+    zeros (one valid call, then valid array creations), and fixed pseudo-random programs."""
+    seeds = {"call_%02d" % k: bytes([k]) + bytes(256) for k in range(12)}
+    rng = random.Random(12)
+    for i in range(8):
+        seeds["random_%d" % i] = bytes(rng.randrange(256) for _ in range(rng.randrange(64, 1024)))
+    return seeds
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    for kind, seeds in (("params", params_seeds()), ("npy", npy_seeds()), ("graph", graph_seeds())):
+    for kind, seeds in (("params", params_seeds()), ("npy", npy_seeds()), ("graph", graph_seeds()),
+                          ("capi", capi_seeds())):
         directory = os.path.join(sys.argv[1], kind)
         os.makedirs(directory, exist_ok=True)
         for name, data in seeds.items():

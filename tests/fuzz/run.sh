@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for SECONDS (default 30), then prints a
-# table of executions per target. Installs Debian's clang and libclang-rt-dev (libFuzzer's
-# runtime) with apt-get when they are missing (through sudo when not root). Exits non-zero on a
-# crash or sanitizer report, and when a target cannot be built: it never skips silently.
-#   tests/fuzz/run.sh [SECONDS]
+# table of executions per target (every target, or only the TARGETs named). Installs Debian's
+# clang and libclang-rt-dev (libFuzzer's runtime) with apt-get when they are missing (through
+# sudo when not root). Exits non-zero on a crash or sanitizer report, and when a target cannot be
+# built: it never skips silently.
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]
 #   WEFT_BUILD_DIR       built weft tree (not a WEFT_SANITIZE build) whose layer libraries the
 #                        linked targets use (default: <repo>/build); its layer libraries are
 #                        brought up to date first
@@ -14,13 +15,24 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 seconds="${1:-30}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: $0 [SECONDS per target, a positive integer]" >&2
+  echo "usage: $0 [SECONDS per target, a positive integer] [TARGET...]" >&2
   exit 2
 fi
+shift $(($# > 0 ? 1 : 0))
 build="${WEFT_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 weft_build="${WEFT_BUILD_DIR:-$root/build}"
 models="${WEFT_MODELS_DIR:-$root/../shared/models}"
-targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz)
+all_targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz c_api_fuzz)
+targets=("${all_targets[@]}")
+if [ $# -gt 0 ]; then
+  targets=("$@")
+  for target in "${targets[@]}"; do
+    if ! [[ " ${all_targets[*]} " == *" $target "* ]]; then
+      echo "fuzz: unknown target '$target' (targets: ${all_targets[*]})" >&2
+      exit 2
+    fi
+  done
+fi
 mkdir -p "$build"
 
 # ---- clang with libFuzzer ----------------------------------------------------------------------
@@ -62,7 +74,7 @@ configure_log="$(cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clan
   exit 1
 }
 grep -E "fuzz: skipped" <<<"$configure_log" >&2 || true
-cmake --build "$build" -j 2
+cmake --build "$build" -j 2 --target "${targets[@]}"
 for target in "${targets[@]}"; do
   if [ ! -x "$build/$target" ]; then
     echo "fuzz: $target was not built (see the configure messages above); failing" >&2
@@ -90,6 +102,7 @@ for target in "${targets[@]}"; do
     npy_fuzz) extra=("$seeds/npy") ;;
     graph_json_fuzz) extra=("$seeds/models" "$seeds/graph" -dict="$here/graph_json.dict" -max_len=65536) ;;
     graph_bind_fuzz) extra=("$seeds/graph" "$seeds/models" -dict="$here/graph_json.dict" -max_len=16384) ;;
+    c_api_fuzz) extra=("$seeds/capi" -max_len=4096) ;;
   esac
   echo "fuzz: $target for ${seconds}s"
   log="$build/$target.log"
