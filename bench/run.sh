@@ -9,14 +9,16 @@
 # oneTBB's scalable_malloc), ops (weft_ops_bench: operators against libtorch), planner
 # (weft_planner_bench: memory plans of every model in ../shared/models against MXNet-style block
 # sharing), replay (bench/replay/run.sh: `weft replay` against PyTorch running the same graph with
-# the same weights). A new suite adds one arm to each of the two case statements below.
+# the same weights), ffi (weft_ffi_bench: foreign C operations pushed through the C ABI against
+# native C++ pushes on the same engine, and DLPack round trips; then weft_ffi_so_bench, the same
+# C calls through libweft_c.so). A new suite adds one arm to each of the two case statements below.
 #
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay"
+suites="engine memory ops planner replay ffi"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -57,6 +59,9 @@ case "${suite}" in
       sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
       $sudo apt-get install -y -qq python3-torch >&2
     fi
+    ;;
+  ffi)
+    target="weft_ffi_bench weft_ffi_so_bench"
     ;;
   -h|--help)
     usage
@@ -107,7 +112,8 @@ fi
 
 nproc_count="$(nproc 2>/dev/null || echo 2)"
 jobs="${WEFT_BENCH_JOBS:-$(( nproc_count < 2 ? nproc_count : 2 ))}"
-cmake --build "${build}" --target "${target}" -j "${jobs}" >&2
+# shellcheck disable=SC2086  # a suite may name several targets
+cmake --build "${build}" --target ${target} -j "${jobs}" >&2
 
 case "${suite}" in
   engine)
@@ -124,5 +130,9 @@ case "${suite}" in
     ;;
   replay)
     WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/replay/run.sh" "$@"
+    ;;
+  ffi)
+    "${build}/bench/ffi/weft_ffi_bench" "$@"
+    exec "${build}/bench/ffi/weft_ffi_so_bench" "$@"
     ;;
 esac
