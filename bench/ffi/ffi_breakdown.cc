@@ -81,6 +81,40 @@ auto make_closure(weft_sync_fn fn, bool with_scope) {
   };
 }
 
+// What the suggested weft_push_sync would do (docs/PERFORMANCE.md, "C ABI (ffi)"): validate the C
+// list and copy it into plain stack storage (no SmallVector), take the CPU device on a fast path,
+// no default name, and a trivially copyable closure when there is no user-data destructor.
+void push_suggested(weft_sync_fn fn, void* user, weft_free_fn free_user, weft_device_t device,
+                    const weft_var_t* writes, size_t num_writes) {
+  if (fn == nullptr) throw std::runtime_error("fn is NULL");
+  const Device dev =
+      device.type == 1 && device.id == 0 ? Device::cpu() : throw std::runtime_error("device");
+  VarHandle w[4];
+  if (num_writes > 4 || (num_writes != 0 && writes == nullptr)) throw std::runtime_error("writes");
+  for (size_t i = 0; i < num_writes; ++i) {
+    w[i] = from_c(writes[i]);
+    if (!w[i]) throw std::runtime_error("null var");
+  }
+  Engine& engine = Runtime::get().engine();
+  const std::span<const VarHandle> ws(w, num_writes);
+  if (free_user == nullptr) {
+    engine.push_sync(
+        [fn, user](const RunContext& rc) {
+          const weft_run_context_t ctx{
+              weft_device_t{static_cast<int32_t>(rc.device.type), rc.device.id}, rc.stream.handle,
+              rc.worker};
+          const weft_run_context_t* previous = t_current_replica;
+          t_current_replica = &ctx;
+          const int rc_fn = fn(&ctx, user);
+          t_current_replica = previous;
+          if (rc_fn != 0) throw std::runtime_error("foreign operation failed");
+        },
+        dev, {}, ws);
+  } else {
+    engine.push_sync(make_closure(fn, true), dev, {}, ws);
+  }
+}
+
 struct Step {
   const char* name;
   std::function<void(Engine&, const weft_var_t*)> push;  // pushes one op writing *var
@@ -123,6 +157,9 @@ std::vector<Step> steps() {
                  const int rc = weft_push_sync(&noop, nullptr, nullptr, weft_device_t{1, 0},
                                                nullptr, 0, v, 1, 0, nullptr);
                  if (rc != 0) check_rc(rc, "weft_push_sync");
+               }});
+  s.push_back({"7 replica with the suggested fixes", [](Engine&, const weft_var_t* v) {
+                 push_suggested(&noop, nullptr, nullptr, weft_device_t{1, 0}, v, 1);
                }});
   return s;
 }
