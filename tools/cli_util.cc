@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "devices/device_api.h"
+#include "weft/c_api.h"
 
 namespace weft::tools {
 namespace {
@@ -197,6 +198,24 @@ void ProgressBar::update(int done) {
                std::string(kWidth - filled, '.').c_str(), done, total_);
   if (done >= total_) std::fputc('\n', stderr);
   std::fflush(stderr);
+}
+
+void add_plugin_option(CLI::App& app, std::vector<std::string>& paths) {
+  app.add_option("--plugin", paths,
+                 "Load this weft plugin (shared library) before reading the graph; repeatable")
+      ->allow_extra_args(false);
+}
+
+void load_plugins(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    WEFT_CHECK(!path.empty()) << "--plugin: the path is empty";
+    // A file path, as every other path on the command line: dlopen would search the library
+    // path for a name without a slash (and not the current directory).
+    const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+    if (weft_load_plugin(file.c_str()) != 0) {
+      WEFT_THROW(ValueError) << "--plugin: " << weft_last_error();
+    }
+  }
 }
 
 }  // namespace weft::tools

@@ -1,11 +1,13 @@
 // Command-line checks shared by the `weft` subcommands: strict CLI11 validators for integers,
-// tolerances and devices, the --input spec parser, and the progress bar drawn only on a terminal.
+// tolerances and devices, the --input spec parser, the progress bar drawn only on a terminal, and
+// --plugin loading.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "devices/device.h"
 #include "ops/shape.h"
@@ -35,6 +37,17 @@ CLI::Validator device_text();
 /// ValueError naming `flag` and the text otherwise (cuda_host, CUDA without CUDA support or
 /// without that device).
 Device runnable_device(const std::string& flag, const std::string& text);
+
+/// Adds the repeatable `--plugin PATH` flag to `app`, collecting the paths into `paths` (which
+/// must outlive the parse). Each occurrence takes one path.
+void add_plugin_option(CLI::App& app, std::vector<std::string>& paths);
+
+/// Loads each plugin library in order with weft_load_plugin (which registers its operators), so
+/// that a graph using them can be parsed afterwards. A path without '/' is a file in the current
+/// directory (no library search). Throws ValueError "--plugin: ..." with weft's
+/// message, which names the file and the reason (missing, not a weft plugin, another ABI
+/// version, its init failed). Plugins stay loaded for the life of the process. Thread-safe.
+void load_plugins(const std::vector<std::string>& paths);
 
 /// One `--input NAME=VALUE` flag: a shape, or a .npy file to load.
 struct InputSpec {

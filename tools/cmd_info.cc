@@ -15,6 +15,7 @@
 #include "graph/tvm.h"
 #include "ops/kernel_libraries.h"
 #include "ops/params.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 
 namespace weft::tools {
@@ -22,6 +23,7 @@ namespace {
 
 struct InfoOptions {
   std::string graph;
+  std::vector<std::string> plugins;
   bool all = false;  ///< list every argument, aux state and head instead of the first few
 };
 
@@ -199,6 +201,7 @@ int info_tvm(const InfoOptions& o, const std::string& text) {
 int run_info(const InfoOptions& o) {
   std::printf("kernels: %s\n", describe_kernel_libraries().c_str());
   try {
+    load_plugins(o.plugins);  // before the graph: it may use the plugins' operators
     std::ifstream in(o.graph, std::ios::binary);
     if (!in.good()) WEFT_THROW(ValueError) << "cannot open '" << o.graph << "' for reading";
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -218,6 +221,7 @@ Command add_info_command(CLI::App& app) {
       "info", "Describe a graph file: MXNet symbol JSON (any version) or TVM graph JSON");
   c.app->add_option("graph", options->graph, "Graph JSON file")->required();
   c.app->add_flag("--all", options->all, "List every argument, auxiliary state and head");
+  add_plugin_option(*c.app, options->plugins);
   c.run = [options] { return run_info(*options); };
   return c;
 }

@@ -24,6 +24,7 @@ namespace {
 
 struct PlanCommandOptions {
   std::string graph;
+  std::vector<std::string> plugins;
   std::vector<std::string> inputs;
   int64_t batch = -1;
   bool train = false;
@@ -76,6 +77,7 @@ PlannedGraph prepare(const graph::Graph& forward, const graph::InferInputs& inpu
 int run_plan(const PlanCommandOptions& o) {
   try {
     WEFT_CHECK(o.batch == -1 || o.batch > 0) << "--batch must be positive, got " << o.batch;
+    load_plugins(o.plugins);  // before the graph: it may use the plugins' operators
     const graph::Graph forward = graph::load_json_file(o.graph);
     graph::InferInputs inputs;
     inputs.batch = o.batch;
@@ -124,6 +126,7 @@ Command add_plan_command(CLI::App& app) {
       "plan", "Plan the memory of an MXNet graph: offsets, lifetimes, arena vs lower bound");
   CLI::App* a = c.app;
   a->add_option("graph", o->graph, "MXNet symbol JSON file")->required();
+  add_plugin_option(*a, o->plugins);
   a->add_option("--input", o->inputs,
                 "NAME=SHAPE, e.g. data=1x3x224x224 or data=(1,3,224,224); repeatable");
   a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")

@@ -28,6 +28,7 @@ namespace {
 
 struct ReplayOptions {
   std::string graph;
+  std::vector<std::string> plugins;
   std::string params;
   std::vector<std::string> inputs;
   int64_t batch = -1;
@@ -54,6 +55,7 @@ int run_replay(const ReplayOptions& o) {
   const Device device = runnable_device("--device", o.device);
   WEFT_CHECK(o.save_grads.empty() || o.train)
       << "--save-grads " << o.save_grads << ": gradients exist only with --train";
+  load_plugins(o.plugins);  // before the graph: it may use the plugins' operators
   Runtime::get().seed(o.seed);
   graph::JsonInfo info;
   auto g = std::make_shared<graph::Graph>(graph::load_json_file(o.graph, &info));
@@ -287,6 +289,7 @@ Command add_replay_command(CLI::App& app) {
       "replay", "Load an MXNet graph JSON, bind it and run it; report latency and the plan");
   CLI::App* a = c.app;
   a->add_option("graph", o->graph, "MXNet symbol JSON file")->required();
+  add_plugin_option(*a, o->plugins);
   a->add_option("--params", o->params, "MXNet .params file with arg:/aux: arrays");
   a->add_option("--input", o->inputs, "NAME=SHAPE (1x3x224x224) or NAME=FILE.npy; repeatable");
   a->add_option("--batch", o->batch, "Batch size (replaces the first dimension of the inputs)")
