@@ -42,11 +42,11 @@ void do_invoke(Program& p, State& s) {
     name = p.pick(kOpNames);
   }
   const char* op = p.u8() == 255 ? nullptr : name.c_str();
-  int num_inputs = static_cast<int>(p.u8() % 6) - 1;  // -1 .. 4
+  int num_inputs = p.count(5);  // -1 .. 4
   weft_array_t inputs[8] = {};
   for (int i = 0; i < 8; ++i) inputs[i] = s.array_or_null(p);
   const bool null_inputs = p.u8() == 1;
-  int num_attrs = static_cast<int>(p.u8() % 6) - 1;  // -1 .. 4
+  int num_attrs = p.count(5);  // -1 .. 4
   const char* keys[8] = {};
   const char* values[8] = {};
   for (int i = 0; i < 4; ++i) {
@@ -56,7 +56,8 @@ void do_invoke(Program& p, State& s) {
     values[i] = v == 255 ? nullptr : value_text(v);
   }
   const bool null_attrs = p.u8() == 1;
-  int capacity = static_cast<int>(p.u8() % 6) - 1;  // -1 .. 4
+  int capacity = 4 - p.count(5);  // 4 .. 0, then 5 (more than the op has: also valid)
+  if (capacity == 5) capacity = -1;
   const bool null_outputs = p.u8() == 1;
   int* num_outputs_ptr = p.u8() == 255 ? nullptr : &capacity;
   const int given_capacity = capacity;
@@ -194,8 +195,7 @@ void do_autograd(Program& p, State& s) {
       expect(weft_autograd_set_training(p.u8() % 2, nullptr), "weft_autograd_set_training");
       break;
     case 2:
-      expect(weft_array_attach_grad(s.array_or_null(p), static_cast<int>(p.u8() % 5) - 1),
-             "weft_array_attach_grad");
+      expect(weft_array_attach_grad(s.array_or_null(p), p.count(4)), "weft_array_attach_grad");
       break;
     case 3: {
       weft_array_t out = nullptr;

@@ -406,7 +406,7 @@ void do_executor(Program& p, State& s) {
       for (int64_t& d : dims[i]) d = p.dim();
       shapes[i] = p.u8() == 255 ? nullptr : dims[i];
     }
-    const int num_inputs = static_cast<int>(p.u8() % 6) - 1;  // -1 .. 4
+    const int num_inputs = p.count(5);  // -1 .. 4
     // The inputs bind will see, for the size check (only when weft must accept them all).
     graph::InferInputs in;
     bool checkable = true;
@@ -418,7 +418,7 @@ void do_executor(Program& p, State& s) {
         in.shapes[names[i]] = Shape(shapes[i], shapes[i] + ndims[i]);
       }
     }
-    const int grad_req = static_cast<int>(p.u8() % 5) - 1;
+    const int grad_req = p.count(4);
     const weft_device_t device = p.device();
     if (g != nullptr && checkable && bind_too_big(s.graph_texts[gi], in)) return;
     weft_executor_t e = nullptr;
@@ -439,7 +439,7 @@ void do_executor(Program& p, State& s) {
     case 2: {
       weft_array_t grads[4];
       for (weft_array_t& g : grads) g = s.array_or_null(p);
-      const int n = static_cast<int>(p.u8() % 6) - 1;
+      const int n = p.count(5);
       expect(weft_executor_backward(e, p.u8() % 2 ? nullptr : grads, n), "weft_executor_backward");
       break;
     }
@@ -449,7 +449,7 @@ void do_executor(Program& p, State& s) {
       break;
     }
     case 4:
-      rc = weft_executor_output(e, static_cast<int>(p.u8() % 5) - 1, &out);
+      rc = weft_executor_output(e, p.count(4), &out);
       expect(rc, "weft_executor_output");
       break;
     case 5:

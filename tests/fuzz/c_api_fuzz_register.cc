@@ -173,8 +173,9 @@ void do_register(Program& p, State& s) {
   const char* input_names[128] = {};
   const char* output_names[128] = {};
   const uint8_t names_choice = p.u8() % 4;
+  const uint8_t name_shift = p.u8();
   for (int i = 0; i < 128; ++i) {
-    input_names[i] = names_choice == 2 && i == 1 ? nullptr : kNames[(i + p.u8()) % 6];
+    input_names[i] = names_choice == 2 && i == 1 ? nullptr : kNames[(i + name_shift) % 6];
     output_names[i] = names_choice == 3 && i == 0 ? nullptr : "output";
   }
   d.input_names = names_choice == 0 ? nullptr : input_names;
@@ -194,7 +195,7 @@ void do_register(Program& p, State& s) {
   static const int kNumAttrs[] = {0, 1, 2, 3, 4, -1, 257, 0};
   d.num_attrs = p.pick(kNumAttrs);
   d.attrs = p.u8() == 255 ? nullptr : attrs;
-  d.kind = static_cast<int>(p.u8() % 5) - 1;  // -1 .. 3
+  d.kind = p.count(4);  // -1 .. 3
   static const uint32_t kMasks[] = {0, 1, 0, 2, 3, 4, 0xff, 1};
   d.devices = p.pick(kMasks);
   const uint8_t fns = p.u8();

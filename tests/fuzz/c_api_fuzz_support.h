@@ -43,6 +43,11 @@ class Program {
   const T& pick(const T (&pool)[N]) {
     return pool[u8() % N];
   }
+  /// A count or code from 0 to n - 1, or -1 (the last choice, so that 0 decodes as 0).
+  int count(int n) {
+    const int b = u8() % (n + 1);
+    return b == n ? -1 : b;
+  }
   /// Bytes of the input taken as text (up to `max`, bounded by what is left).
   std::string text(size_t max);
   int ndim();
