@@ -1,5 +1,7 @@
 // The C ABI: DLPack exchange, zero-copy both ways (DLManagedTensor of DLPack 0.6 and the
 // versioned DLManagedTensorVersioned of DLPack 1.x). See docs/C_API.md, "DLPack".
+#include <cstring>
+
 #include "base/build_config.h"
 #include "capi/c_api_internal.h"
 #include "ndarray/runtime.h"
@@ -54,28 +56,25 @@ void check_tensor(const DLTensor& t, Shape& shape, DType& dtype, Device& device)
   WEFT_CHECK_AS(ValueError, t.dtype.lanes == 1)
       << "the tensor has " << t.dtype.lanes << " lanes per element; weft takes 1";
   dtype = from_dlpack(DLDataTypeCompat{t.dtype.code, t.dtype.bits, t.dtype.lanes});
-  switch (t.device.device_type) {
-    case kDLCPU:
-      WEFT_CHECK_AS(ValueError, t.device.device_id == 0)
-          << "a CPU tensor with device_id " << t.device.device_id;
-      device = Device::cpu();
-      break;
-    case kDLCUDA:
-#if WEFT_USE_CUDA
-      WEFT_CHECK_AS(ValueError, t.device.device_id >= 0)
-          << "a CUDA tensor with device_id " << t.device.device_id;
-      device = Device::cuda(t.device.device_id);
-      break;
-#else
-      WEFT_THROW(NotImplemented) << "a CUDA tensor: this weft was built without CUDA";
-#endif
-    default:
-      WEFT_THROW(NotImplemented) << "the tensor's device type " << t.device.device_type
-                                 << " is not supported (kDLCPU = 1"
-#if WEFT_USE_CUDA
-                                 << ", kDLCUDA = 2"
-#endif
-                                 << ")";
+  // The producer may have stored any integer in the enum field: read it as one (a value outside
+  // DLDeviceType's enumerators is not a valid enum value in C++).
+  int32_t device_type = 0;
+  static_assert(sizeof(t.device.device_type) == sizeof(device_type));
+  std::memcpy(&device_type, &t.device.device_type, sizeof device_type);
+  if (device_type == kDLCPU) {
+    WEFT_CHECK_AS(ValueError, t.device.device_id == 0)
+        << "a CPU tensor with device_id " << t.device.device_id;
+    device = Device::cpu();
+  } else if (device_type == kDLCUDA && WEFT_USE_CUDA) {
+    WEFT_CHECK_AS(ValueError, t.device.device_id >= 0)
+        << "a CUDA tensor with device_id " << t.device.device_id;
+    device = Device::cuda(t.device.device_id);
+  } else if (device_type == kDLCUDA) {
+    WEFT_THROW(NotImplemented) << "a CUDA tensor: this weft was built without CUDA";
+  } else {
+    WEFT_THROW(NotImplemented) << "the tensor's device type " << device_type
+                               << " is not supported (kDLCPU = 1"
+                               << (WEFT_USE_CUDA ? ", kDLCUDA = 2" : "") << ")";
   }
   // Strides: NULL means compact; otherwise they must be the compact ones (a dimension of extent
   // 1 may have any stride).
@@ -116,11 +115,12 @@ NDArray import_tensor(Managed* managed, bool read_only) {
   s->read_only = read_only;
   // From here on weft owns `managed`: the DataPtr's deleter hands it back to its producer once
   // every operation on the storage has completed.
-  s->data = DataPtr(static_cast<char*>(t.data) + t.byte_offset, bytes, device, managed,
-                    [](void* context, void*, size_t) noexcept {
-                      auto* m = static_cast<Managed*>(context);
-                      if (m->deleter != nullptr) m->deleter(m);
-                    });
+  // An empty tensor may have NULL data: no offset is applied to a null pointer.
+  void* first = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
+  s->data = DataPtr(first, bytes, device, managed, [](void* context, void*, size_t) noexcept {
+    auto* m = static_cast<Managed*>(context);
+    if (m->deleter != nullptr) m->deleter(m);
+  });
   return NDArray(std::move(s), std::move(shape), dtype);
 }
 

@@ -1,16 +1,18 @@
 // The C ABI: errors, versions, conversions, and the engine (variables, pushes, completions).
+#include <new>
+#include <span>
 #include <utility>
 
 #include "base/build_config.h"
-#include "base/small_vector.h"
 #include "capi/c_api_internal.h"
 #include "ndarray/runtime.h"
 
 namespace weft::capi {
 namespace {
 thread_local std::string t_last_error;
-thread_local const weft_run_context_t* t_current = nullptr;
 }  // namespace
+
+constinit thread_local const weft_run_context_t* t_current_context = nullptr;
 
 int set_last_error(std::string message) {
   t_last_error = std::move(message);
@@ -29,7 +31,7 @@ int fail(const char* function) {
 
 std::string take_foreign_error() { return std::exchange(t_last_error, std::string()); }
 
-Device to_device(weft_device_t device) {
+Device to_device_checked(weft_device_t device) {
   WEFT_CHECK_AS(ValueError, device.type == static_cast<int32_t>(DeviceType::kCPU) ||
                                 device.type == static_cast<int32_t>(DeviceType::kCUDA))
       << "device type " << device.type << " is not supported (1 = CPU, 2 = CUDA)";
@@ -66,15 +68,6 @@ Shape to_shape(const int64_t* dims, int ndim, const char* argument) {
   return s;
 }
 
-weft_run_context_t from_run_context(const RunContext& rc) {
-  return weft_run_context_t{from_device(rc.device), rc.stream.handle, rc.worker};
-}
-
-CurrentContextScope::CurrentContextScope(const weft_run_context_t* ctx) : previous_(t_current) {
-  t_current = ctx;
-}
-CurrentContextScope::~CurrentContextScope() { t_current = previous_; }
-
 namespace {
 
 VarHandle checked_var(weft_var_t v, const char* argument) {
@@ -83,23 +76,46 @@ VarHandle checked_var(weft_var_t v, const char* argument) {
   return h;
 }
 
-// Converts a C list of variables (on the stack for short lists: a push allocates nothing here);
-// a NULL list with a non-zero count, or a null entry, is an error.
-using VarVector = SmallVector<VarHandle, 8>;
-VarVector var_list(const weft_var_t* vars, size_t n, const char* argument) {
-  WEFT_CHECK_AS(ValueError, n == 0 || vars != nullptr)
+[[noreturn]] [[gnu::cold]] void throw_bad_var_list(const weft_var_t* vars, size_t n,
+                                                   const char* argument) {
+  WEFT_CHECK_AS(ValueError, vars != nullptr)
       << "argument '" << argument << "' is NULL with " << n << " entries";
   WEFT_CHECK_AS(ValueError, n <= (size_t{1} << 20))
       << "argument '" << argument << "': " << n << " variables is too many";
-  VarVector out;
-  out.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    out[i] = to_var(vars[i]);
-    WEFT_CHECK_AS(ValueError, static_cast<bool>(out[i]))
+    WEFT_CHECK_AS(ValueError, vars[i].opaque[0] != 0)
         << "argument '" << argument << "': entry " << i << " is a null var";
   }
-  return out;
+  WEFT_THROW(InternalError) << "argument '" << argument << "': rejected without a reason";
 }
+
+// A C list of variables as VarHandles: copied into a stack buffer for short lists (a push
+// allocates nothing here), checked for NULL lists and null entries (the throw is out of line).
+class VarBuffer {
+ public:
+  VarBuffer(const weft_var_t* vars, size_t n, const char* argument) : size_(n) {
+    if (n == 0) return;
+    bool ok = vars != nullptr && n <= (size_t{1} << 20);
+    for (size_t i = 0; ok && i < n; ++i) ok = vars[i].opaque[0] != 0;
+    if (!ok) throw_bad_var_list(vars, n, argument);
+    if (n <= kInline) {
+      std::memcpy(static_cast<void*>(inline_), vars, n * sizeof(VarHandle));
+      data_ = std::launder(reinterpret_cast<const VarHandle*>(inline_));
+    } else {
+      heap_.resize(n);
+      std::memcpy(static_cast<void*>(heap_.data()), vars, n * sizeof(VarHandle));
+      data_ = heap_.data();
+    }
+  }
+  std::span<const VarHandle> span() const { return {data_, size_}; }
+
+ private:
+  static constexpr size_t kInline = 4;
+  alignas(VarHandle) unsigned char inline_[kInline * sizeof(VarHandle)];
+  std::vector<VarHandle> heap_;
+  const VarHandle* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // Owns a foreign function's user data: frees it once, when the operation is destroyed.
 struct UserData {
@@ -166,18 +182,30 @@ int weft_push_sync(weft_sync_fn fn, void* user, weft_free_fn free_user, weft_dev
   WEFT_C_BEGIN
   WEFT_CHECK_AS(ValueError, fn != nullptr) << "argument 'fn' is NULL";
   const Device dev = to_device(device);
-  const std::string_view op_name = name != nullptr ? name : "foreign";
-  auto r = var_list(reads, num_reads, "reads");
-  auto w = var_list(writes, num_writes, "writes");
-  Runtime::get().engine().push_sync(
+  const std::string_view op_name = name != nullptr ? std::string_view(name) : std::string_view();
+  const VarBuffer r(reads, num_reads, "reads");
+  const VarBuffer w(writes, num_writes, "writes");
+  Engine& engine = Runtime::get().engine();
+  if (free_user == nullptr) {
+    // Nothing to free: a closure of two plain pointers, trivially moved.
+    engine.push_sync(
+        [fn, user](const RunContext& rc) {
+          const weft_run_context_t ctx = from_run_context(rc);
+          CurrentContextScope scope(&ctx);
+          const int rc_fn = fn(&ctx, user);
+          if (rc_fn != 0) throw_foreign("foreign operation", rc_fn);
+        },
+        dev, r.span(), w.span(), FnProperty::kNormal, priority, op_name);
+    return 0;
+  }
+  engine.push_sync(
       [fn, data = std::move(data)](const RunContext& rc) {
         const weft_run_context_t ctx = from_run_context(rc);
         CurrentContextScope scope(&ctx);
         const int rc_fn = fn(&ctx, data.user);
         if (rc_fn != 0) throw_foreign("foreign operation", rc_fn);
       },
-      dev, std::span<const VarHandle>(r.data(), r.size()),
-      std::span<const VarHandle>(w.data(), w.size()), FnProperty::kNormal, priority, op_name);
+      dev, r.span(), w.span(), FnProperty::kNormal, priority, op_name);
   WEFT_C_END("weft_push_sync")
 }
 
@@ -188,17 +216,16 @@ int weft_push_async(weft_async_fn fn, void* user, weft_free_fn free_user, weft_d
   WEFT_C_BEGIN
   WEFT_CHECK_AS(ValueError, fn != nullptr) << "argument 'fn' is NULL";
   const Device dev = to_device(device);
-  const std::string_view op_name = name != nullptr ? name : "foreign";
-  auto r = var_list(reads, num_reads, "reads");
-  auto w = var_list(writes, num_writes, "writes");
+  const std::string_view op_name = name != nullptr ? std::string_view(name) : std::string_view();
+  const VarBuffer r(reads, num_reads, "reads");
+  const VarBuffer w(writes, num_writes, "writes");
   Runtime::get().engine().push_async(
       [fn, data = std::move(data)](const RunContext& rc, CallbackOnComplete done) {
         const weft_run_context_t ctx = from_run_context(rc);
         CurrentContextScope scope(&ctx);
         fn(&ctx, from_completion(done), data.user);
       },
-      dev, std::span<const VarHandle>(r.data(), r.size()),
-      std::span<const VarHandle>(w.data(), w.size()), FnProperty::kNormal, priority, op_name);
+      dev, r.span(), w.span(), FnProperty::kNormal, priority, op_name);
   WEFT_C_END("weft_push_async")
 }
 
@@ -228,9 +255,9 @@ int weft_wait_all(void) {
 int weft_current_context(weft_run_context_t* out) {
   WEFT_C_BEGIN
   require(out, "out");
-  WEFT_CHECK(t_current != nullptr)
+  WEFT_CHECK(t_current_context != nullptr)
       << "no foreign operation is running on this thread (call it from inside one)";
-  *out = *t_current;
+  *out = *t_current_context;
   WEFT_C_END("weft_current_context")
 }
 

@@ -73,7 +73,12 @@ weft_executor_s& executor_of(weft_executor_t handle, const char* argument);
 /// A new handle owning a reference to `array`.
 weft_array_t new_array_handle(NDArray array);
 
-Device to_device(weft_device_t device);
+/// Checks a device; the CPU takes an inlined fast path (it is on every push).
+Device to_device_checked(weft_device_t device);
+inline Device to_device(weft_device_t device) {
+  if (device.type == static_cast<int32_t>(DeviceType::kCPU) && device.id == 0) return Device::cpu();
+  return to_device_checked(device);
+}
 weft_device_t from_device(Device device);
 DType to_dtype(int code);
 Shape to_shape(const int64_t* dims, int ndim, const char* argument);
@@ -103,13 +108,22 @@ inline weft_completion_t from_completion(const CallbackOnComplete& cb) {
   std::memcpy(&c, static_cast<const void*>(&cb), sizeof c);
   return c;
 }
-weft_run_context_t from_run_context(const RunContext& rc);
+inline weft_run_context_t from_run_context(const RunContext& rc) {
+  return weft_run_context_t{
+      {static_cast<int32_t>(rc.device.type), rc.device.id}, rc.stream.handle, rc.worker};
+}
 
-/// Marks the operation running on this thread, for weft_current_context (a scope).
+/// The context of the foreign operation running on this thread (null when none).
+extern constinit thread_local const weft_run_context_t* t_current_context;
+
+/// Marks the operation running on this thread, for weft_current_context (a scope). Inline: it
+/// is on every foreign operation's path.
 class CurrentContextScope {
  public:
-  explicit CurrentContextScope(const weft_run_context_t* ctx);
-  ~CurrentContextScope();
+  explicit CurrentContextScope(const weft_run_context_t* ctx) : previous_(t_current_context) {
+    t_current_context = ctx;
+  }
+  ~CurrentContextScope() { t_current_context = previous_; }
   CurrentContextScope(const CurrentContextScope&) = delete;
   CurrentContextScope& operator=(const CurrentContextScope&) = delete;
 

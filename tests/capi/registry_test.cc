@@ -155,8 +155,28 @@ void async_sin(const weft_op_call_t* call, weft_completion_t done, void*) {
   }).detach();
 }
 
+// (out_grad, x, y) -> cos(x) out_grad: the gradient of the asynchronous sine.
+int sin_grad(const weft_op_call_t* call, void*) {
+  const auto* og = static_cast<const double*>(call->inputs[0].data);
+  const auto* x = static_cast<const double*>(call->inputs[1].data);
+  auto* g = static_cast<double*>(call->outputs[0].data);
+  for (int64_t i = 0; i < numel(call->inputs[0]); ++i) {
+    const double v = std::cos(x[i]) * og[i];
+    g[i] = call->req[0] == WEFT_REQ_ADD ? g[i] + v : v;
+  }
+  return 0;
+}
+
 void register_c_ops() {
   static bool done = [] {
+    weft_op_def sg{};
+    sg.struct_size = sizeof sg;
+    sg.name = "cc_sin_grad";
+    sg.num_inputs = 3;
+    sg.num_outputs = 1;
+    sg.infer_shape = same_shape;
+    sg.compute = sin_grad;
+    EXPECT_EQ(weft_register_op(&sg), 0) << weft_last_error();
     weft_op_def g{};
     g.struct_size = sizeof g;
     g.name = "cc_cube_grad";
@@ -182,6 +202,7 @@ void register_c_ops() {
     s.num_outputs = 1;
     s.infer_shape = same_shape;
     s.compute_async = async_sin;
+    s.gradient = "cc_sin_grad";
     EXPECT_EQ(weft_register_op(&s), 0) << weft_last_error();
     return true;
   }();
@@ -297,6 +318,8 @@ TEST(WeftHpp, EngineArraysOperatorsAutogradAndErrors) {
   } catch (const wa::Error& e) {
     EXPECT_NE(std::string(e.what()).find("lambda says no"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(wa::wait_all(), wa::Error);  // wait_all reports every failure since the last one
+  wa::wait_all();
 
   wa::Array a = wa::Array::from_vector<float>({2, 2}, {1, -2, 3, -4});
   wa::Array r = wa::invoke1("Activation", {a}, {{"act_type", "relu"}});

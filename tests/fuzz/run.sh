@@ -115,6 +115,12 @@ for target in "${targets[@]}"; do
     tail -40 "$log" >&2
     exit 1
   fi
+  # UBSan continues after a report (the targets are built to recover); a report still fails.
+  if grep -q "runtime error:" "$log"; then
+    echo "fuzz: $target: UBSan report(s) in $log:" >&2
+    grep -m 5 -A 3 "runtime error:" "$log" >&2
+    exit 1
+  fi
   summary+=("$(printf '%-22s %12s executions in %ss' "$target" "$runs" "$seconds")")
 done
 echo "fuzz: all targets ran clean"
