@@ -159,6 +159,7 @@ struct CallFrame {
     for (const TensorView& v : outputs) out.push_back(to_dltensor(v));
     for (OpReq r : reqs) req.push_back(static_cast<int>(r));
     attrs.attrs = &a;
+    call.struct_size = sizeof(weft_op_call_t);
     call.attrs = &attrs;
     call.inputs = in.data();
     call.num_inputs = static_cast<int>(in.size());
@@ -169,6 +170,7 @@ struct CallFrame {
     call.workspace_bytes = ctx.workspace_bytes;
     call.ctx = from_run_context(ctx.run);
     call.is_train = ctx.is_train ? 1 : 0;
+    call.num_threads = ctx.num_threads;
   }
 };
 

@@ -3,6 +3,7 @@
 // nothing of weft, and exports exactly weft_plugin_abi_version and weft_plugin_init.
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -63,6 +64,16 @@ int guarded(const char* op, Body&& body) {
   }
 }
 
+// Keeps libtorch's intra-op threads within weft's budget for this call (weft runs several
+// operations at once; without this each would start one OpenMP thread per core). num_threads
+// exists since weft_op_call_t got struct_size; an older weft leaves libtorch's setting alone.
+void use_threads(const weft_op_call_t* call) {
+  if (call->struct_size < offsetof(weft_op_call_t, num_threads) + sizeof(int)) return;
+  if (call->num_threads >= 1 && call->num_threads != at::get_num_threads()) {
+    at::set_num_threads(call->num_threads);
+  }
+}
+
 // Shape inference shared by both operators: the output has the shape of input `index`.
 template <int index>
 int same_shape_as(const weft_attrs_t*, int num_inputs, const int64_t* const* in_shapes,
@@ -75,6 +86,7 @@ int same_shape_as(const weft_attrs_t*, int num_inputs, const int64_t* const* in_
 
 // torch_gelu: out = x * Phi(x), Phi the standard normal CDF (at::gelu, approximate="none").
 int gelu_forward(const weft_op_call_t* call, void*) {
+  use_threads(call);
   return guarded("torch_gelu", [&] {
     at::Tensor x = view(call->inputs[0], "torch_gelu", "input 'data'");
     at::Tensor out = view(call->outputs[0], "torch_gelu", "output");
@@ -92,6 +104,7 @@ int gelu_forward(const weft_op_call_t* call, void*) {
 // torch_gelu_backward: inputs (out_grad, x, y) per weft_op_def.gradient; x_grad = out_grad *
 // GELU'(x) (at::gelu_backward). y is not needed.
 int gelu_backward(const weft_op_call_t* call, void*) {
+  use_threads(call);
   return guarded("torch_gelu_backward", [&] {
     at::Tensor dy = view(call->inputs[0], "torch_gelu_backward", "input 'out_grad'");
     at::Tensor x = view(call->inputs[1], "torch_gelu_backward", "input 'data'");

@@ -306,8 +306,11 @@ typedef int (*weft_workspace_fn)(const weft_attrs_t* attrs, int num_inputs,
                                  const int64_t* const* in_shapes, const int* in_ndims,
                                  size_t* bytes, void* user);
 
-/* What a kernel call gets. Tensors are compact, row-major, valid during the call only. */
+/* What a kernel call gets. Tensors are compact, row-major, valid during the call only.
+ * `struct_size` is sizeof(weft_op_call_t) of the weft that made the call: fields may be appended
+ * in later versions, so read fields past the ones you know only when struct_size covers them. */
 typedef struct {
+  uint32_t struct_size;
   const weft_attrs_t* attrs;
   const DLTensor* inputs;
   int num_inputs;
@@ -318,6 +321,7 @@ typedef struct {
   size_t workspace_bytes;
   weft_run_context_t ctx;
   int is_train;
+  int num_threads; /* intra-op threads the kernel may use (>= 1), weft's budget for this call */
 } weft_op_call_t;
 
 /* WEFT_OP_PURE and WEFT_OP_WORKSPACE kernels: return 0, or non-zero after weft_set_error(). */
