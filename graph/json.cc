@@ -224,7 +224,9 @@ const Op* resolve_op(const std::string& op_name, std::string_view source,
     try {
       OpRegistry::global().get(op_name);  // throws "unknown operator 'x' (did you mean ...?)"
     } catch (const ValueError& e) {
-      WEFT_THROW(ValueError) << source << ": " << where << ": " << e.what();
+      WEFT_THROW(ValueError) << source << ": " << where << ": " << e.what()
+                             << "; an operator of a plugin must be loaded first (weft_load_plugin, "
+                                "or --plugin on the command line)";
     }
   }
   WEFT_THROW(ValueError) << source << ": " << where << ": unknown operator '"

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   ops_cmd->add_option("name", ops_name, "Show only this operator (name or alias)");
   ops_cmd->add_flag("--brief", ops_brief, "One line per operator");
   ops_cmd->add_flag("--backward", ops_backward, "Include the _backward_* operators");
+  std::vector<std::string> ops_plugins;
+  weft::tools::add_plugin_option(*ops_cmd, ops_plugins);
 
   std::vector<weft::tools::Command> commands;
   commands.push_back(weft::tools::add_info_command(app));
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     }
     if (demo_cmd->parsed()) return weft::tools::run_demo(demo);
     if (ops_cmd->parsed()) {
+      weft::tools::load_plugins(ops_plugins);
       if (!ops_name.empty()) {
         std::printf("%s\n", weft::describe_op(weft::get_op(ops_name), true).c_str());
       } else {
