@@ -2,6 +2,7 @@
 // gradient `torch_gelu_backward`. Built against weft's C ABI header only; it links libtorch but
 // nothing of weft, and exports exactly weft_plugin_abi_version and weft_plugin_init.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cstddef>
 #include <cstdint>
