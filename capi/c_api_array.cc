@@ -5,13 +5,6 @@
 
 namespace weft::capi {
 
-weft_array_s& array_of(weft_array_t handle, const char* argument) {
-  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
-  WEFT_CHECK_AS(ValueError, handle->magic == kArrayMagic)
-      << "argument '" << argument << "' is not a live weft array handle (freed, or not an array)";
-  return *handle;
-}
-
 weft_array_t new_array_handle(NDArray array) {
   auto* h = new weft_array_s();
   h->array = std::move(array);

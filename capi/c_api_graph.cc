@@ -2,24 +2,6 @@
 #include "capi/c_api_internal.h"
 #include "graph/json.h"
 
-namespace weft::capi {
-
-weft_graph_s& graph_of(weft_graph_t handle, const char* argument) {
-  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
-  WEFT_CHECK_AS(ValueError, handle->magic == kGraphMagic)
-      << "argument '" << argument << "' is not a live weft graph handle";
-  return *handle;
-}
-
-weft_executor_s& executor_of(weft_executor_t handle, const char* argument) {
-  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
-  WEFT_CHECK_AS(ValueError, handle->magic == kExecutorMagic)
-      << "argument '" << argument << "' is not a live weft executor handle";
-  return *handle;
-}
-
-}  // namespace weft::capi
-
 using namespace weft;        // NOLINT(google-build-using-namespace)
 using namespace weft::capi;  // NOLINT(google-build-using-namespace)
 

@@ -67,9 +67,25 @@ struct weft_attrs_s {
 
 namespace weft::capi {
 
-weft_array_s& array_of(weft_array_t handle, const char* argument);
-weft_graph_s& graph_of(weft_graph_t handle, const char* argument);
-weft_executor_s& executor_of(weft_executor_t handle, const char* argument);
+/// The handle behind `handle` after checking it is not NULL and carries `magic`; ValueError
+/// naming the argument and the handle kind otherwise.
+template <typename H>
+H& checked_handle(H* handle, uint32_t magic, const char* kind, const char* argument) {
+  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
+  WEFT_CHECK_AS(ValueError, handle->magic == magic)
+      << "argument '" << argument << "' is not a live weft " << kind << " handle (freed, or not a "
+      << kind << ")";
+  return *handle;
+}
+inline weft_array_s& array_of(weft_array_t handle, const char* argument) {
+  return checked_handle(handle, kArrayMagic, "array", argument);
+}
+inline weft_graph_s& graph_of(weft_graph_t handle, const char* argument) {
+  return checked_handle(handle, kGraphMagic, "graph", argument);
+}
+inline weft_executor_s& executor_of(weft_executor_t handle, const char* argument) {
+  return checked_handle(handle, kExecutorMagic, "executor", argument);
+}
 /// A new handle owning a reference to `array`.
 weft_array_t new_array_handle(NDArray array);
 
