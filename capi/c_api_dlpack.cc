@@ -4,6 +4,7 @@
 
 #include "base/build_config.h"
 #include "capi/c_api_internal.h"
+#include "capi/dlpack.h"
 #include "ndarray/runtime.h"
 
 namespace weft::capi {
@@ -127,6 +128,37 @@ NDArray import_tensor(Managed* managed, bool read_only) {
 }  // namespace
 }  // namespace weft::capi
 
+namespace weft {
+
+DLManagedTensor* to_dlpack(const NDArray& array) {
+  WEFT_CHECK_AS(ValueError, !array.is_none()) << "to_dlpack: the array is none";
+  return capi::export_array<DLManagedTensor>(array);
+}
+
+DLManagedTensorVersioned* to_dlpack_versioned(const NDArray& array) {
+  WEFT_CHECK_AS(ValueError, !array.is_none()) << "to_dlpack_versioned: the array is none";
+  DLManagedTensorVersioned* m = capi::export_array<DLManagedTensorVersioned>(array);
+  m->version.major = 1;
+  m->version.minor = 0;
+  m->flags = array.storage()->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  return m;
+}
+
+NDArray from_dlpack(DLManagedTensor* tensor) {
+  WEFT_CHECK_AS(ValueError, tensor != nullptr) << "from_dlpack: the tensor is NULL";
+  return capi::import_tensor(tensor, false);
+}
+
+NDArray from_dlpack_versioned(DLManagedTensorVersioned* tensor) {
+  WEFT_CHECK_AS(ValueError, tensor != nullptr) << "from_dlpack_versioned: the tensor is NULL";
+  WEFT_CHECK_AS(ValueError, tensor->version.major == 1)
+      << "DLPack version " << tensor->version.major << "." << tensor->version.minor
+      << ": weft reads major version 1";
+  return capi::import_tensor(tensor, (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+}
+
+}  // namespace weft
+
 using namespace weft;        // NOLINT(google-build-using-namespace)
 using namespace weft::capi;  // NOLINT(google-build-using-namespace)
 
@@ -135,19 +167,14 @@ extern "C" {
 int weft_array_to_dlpack(weft_array_t array, DLManagedTensor** out) {
   WEFT_C_BEGIN
   require(out, "out");
-  *out = export_array<DLManagedTensor>(array_of(array, "array").array);
+  *out = to_dlpack(array_of(array, "array").array);
   WEFT_C_END("weft_array_to_dlpack")
 }
 
 int weft_array_to_dlpack_versioned(weft_array_t array, DLManagedTensorVersioned** out) {
   WEFT_C_BEGIN
   require(out, "out");
-  const NDArray& a = array_of(array, "array").array;
-  DLManagedTensorVersioned* m = export_array<DLManagedTensorVersioned>(a);
-  m->version.major = 1;
-  m->version.minor = 0;
-  m->flags = a.storage()->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-  *out = m;
+  *out = to_dlpack_versioned(array_of(array, "array").array);
   WEFT_C_END("weft_array_to_dlpack_versioned")
 }
 
@@ -156,7 +183,7 @@ int weft_array_from_dlpack(DLManagedTensor* tensor, weft_array_t* out) {
   require(out, "out");
   require(tensor, "tensor");
   *out = nullptr;
-  *out = new_array_handle(import_tensor(tensor, false));
+  *out = new_array_handle(from_dlpack(tensor));
   WEFT_C_END("weft_array_from_dlpack")
 }
 
@@ -165,11 +192,7 @@ int weft_array_from_dlpack_versioned(DLManagedTensorVersioned* tensor, weft_arra
   require(out, "out");
   require(tensor, "tensor");
   *out = nullptr;
-  WEFT_CHECK_AS(ValueError, tensor->version.major == 1)
-      << "DLPack version " << tensor->version.major << "." << tensor->version.minor
-      << ": weft reads major version 1";
-  *out =
-      new_array_handle(import_tensor(tensor, (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0));
+  *out = new_array_handle(from_dlpack_versioned(tensor));
   WEFT_C_END("weft_array_from_dlpack_versioned")
 }
 

@@ -1,0 +1,160 @@
+// Operators from Python: invoking any registered operator by name (attributes parsed once per
+// distinct attribute set and cached), and the registry's description that weft.op and weft.sym
+// generate their functions from.
+#include <nanobind/stl/shared_ptr.h>
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "ndarray/ops.h"
+#include "ops/op.h"
+#include "py_common.h"
+
+namespace weft::py {
+namespace {
+
+// Parsed attributes by "op\0key\0value\0...": repeated calls with the same attributes (the common
+// case in a training loop) skip parsing. Bounded: the least recently used entry goes first.
+class AttrCache {
+ public:
+  std::shared_ptr<const OpAttrs> get(const std::string& op, const AttrMap& attrs) {
+    std::string key = op;
+    for (const auto& [k, v] : attrs) {
+      key.push_back('\0');
+      key += k;
+      key.push_back('\0');
+      key += v;
+    }
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      order_.splice(order_.begin(), order_, it->second);
+      return it->second->second;
+    }
+    auto parsed = make_op_attrs(op, attrs);  // throws ValueError naming op and attribute
+    order_.emplace_front(key, parsed);
+    index_[key] = order_.begin();
+    if (order_.size() > kCapacity) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return parsed;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 4096;
+  std::mutex mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<const OpAttrs>>> order_;
+  std::unordered_map<std::string, decltype(order_)::iterator> index_;
+};
+
+AttrCache& attr_cache() {
+  static auto* cache = new AttrCache();  // leaked: used until the interpreter exits
+  return *cache;
+}
+
+AttrMap to_attr_map(nb::handle attrs) {
+  AttrMap out;
+  if (attrs.is_none()) return out;
+  for (auto [k, v] : nb::cast<nb::dict>(attrs)) {
+    if (v.is_none()) continue;  // "not given": the op's default applies
+    out[nb::cast<std::string>(k)] = attr_string(v);
+  }
+  return out;
+}
+
+std::vector<NDArray> invoke_py(const std::string& op, const std::vector<NDArray>& inputs,
+                               nb::handle attrs, nb::handle out, nb::handle device) {
+  auto parsed = attr_cache().get(op, to_attr_map(attrs));
+  InvokeOptions options;
+  if (!out.is_none()) {
+    if (nb::isinstance<NDArray>(out)) {
+      options.outputs.push_back(nb::cast<NDArray>(out));
+    } else {
+      options.outputs = nb::cast<std::vector<NDArray>>(out);
+    }
+  }
+  if (!device.is_none()) options.device = to_device(device);
+  return invoke(parsed, inputs, std::move(options));
+}
+
+// Attribute values that let an op with required params report its inputs and outputs.
+std::string placeholder(const ParamInfo& p) {
+  const std::string& t = p.type;
+  if (t.find("Shape") != std::string::npos || t.find("tuple") != std::string::npos) return "(1, 1)";
+  if (t.find("bool") != std::string::npos || t.find("boolean") != std::string::npos) return "False";
+  if (t.find("int") != std::string::npos || t.find("float") != std::string::npos ||
+      t.find("double") != std::string::npos || t.find("long") != std::string::npos) {
+    return "1";
+  }
+  // An enumeration lists its choices as {'a', 'b'}: take the first.
+  auto open = t.find('\'');
+  if (open != std::string::npos) {
+    auto close = t.find('\'', open + 1);
+    if (close != std::string::npos) return t.substr(open + 1, close - open - 1);
+  }
+  return "1";
+}
+
+nb::dict describe(const Op& op) {
+  nb::dict d;
+  d["name"] = op.name();
+  d["aliases"] = op.aliases();
+  d["description"] = op.description();
+  nb::list params;
+  bool variadic = false;
+  AttrMap fill;
+  for (const ParamInfo& p : op.param_info_list()) {
+    nb::dict q;
+    q["name"] = p.name;
+    q["type"] = p.type;
+    q["default"] = p.default_value;
+    q["required"] = p.required;
+    q["description"] = p.description;
+    params.append(q);
+    if (p.name == "num_args") variadic = true;
+    if (p.required) fill[p.name] = placeholder(p);
+  }
+  d["params"] = params;
+  d["variadic"] = variadic;
+  nb::object inputs = nb::none();
+  nb::object outputs = nb::none();
+  try {
+    OpAttrs a = op.make_attrs(fill);
+    inputs = nb::cast(op.input_names(a));
+    outputs = nb::cast(op.output_names(a));
+    d["num_visible_outputs"] = op.num_visible_outputs(a);
+  } catch (const std::exception&) {
+    d["num_visible_outputs"] = 1;
+  }
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["has_gradient"] = static_cast<bool>(op.attr<FGradient>());
+  d["cpu"] = op.has_kernel(DeviceType::kCPU);
+  d["cuda"] = op.has_kernel(DeviceType::kCUDA);
+  return d;
+}
+
+}  // namespace
+
+void init_ops(nb::module_& m) {
+  m.def("_invoke", &invoke_py, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none(),
+        nb::arg("out") = nb::none(), nb::arg("device") = nb::none(),
+        "Invokes operator `op` on `inputs` with attributes `attrs` (a dict; values are converted "
+        "the way MXNet writes them); returns its visible outputs. Pushed; returns at once.");
+  m.def("_list_ops", []() {
+    nb::list out;
+    for (const Op* op : OpRegistry::global().list()) out.append(describe(*op));
+    return out;
+  });
+  m.def(
+      "_describe_op", [](const std::string& name) { return describe(get_op(name)); },
+      nb::arg("name"));
+  m.def(
+      "_has_op", [](const std::string& name) { return OpRegistry::global().find(name) != nullptr; },
+      nb::arg("name"));
+  init_register_op(m);
+}
+
+}  // namespace weft::py

@@ -1,0 +1,162 @@
+"""Generates Python functions for registered operators from the registry's schemas: one
+function per operator (and alias) with its inputs, parameters, defaults and documentation.
+weft.op builds array functions with it, weft.sym symbol functions."""
+from __future__ import annotations
+
+import inspect
+import keyword
+import re
+
+_INT = re.compile(r"^-?\d+$")
+_FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$|^-?inf$|^nan$")
+
+
+def default_value(text):
+    """The Python value of a schema default ('1', '(1, 1)', 'True', 'None', 'max')."""
+    t = text.strip()
+    if t in ("None", ""):
+        return None
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    if _INT.match(t):
+        return int(t)
+    if _FLOAT.match(t):
+        return float(t)
+    if t.startswith("(") or t.startswith("["):
+        body = t[1:-1].strip().rstrip(",")
+        if not body:
+            return ()
+        try:
+            return tuple(default_value(p) for p in body.split(","))
+        except ValueError:
+            return t
+    return t.strip("'\"")
+
+
+def _py_name(name):
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def input_names(desc):
+    names = desc.get("inputs")
+    if desc.get("variadic"):
+        return None
+    if names is None:
+        return ["data"]
+    return list(names)
+
+
+def signature(desc, extra):
+    """inspect.Signature: inputs (positional), then parameters (keyword-only), then `extra`."""
+    params = []
+    names = input_names(desc)
+    if names is None:
+        params.append(inspect.Parameter("data", inspect.Parameter.VAR_POSITIONAL))
+    else:
+        for n in names:
+            params.append(inspect.Parameter(_py_name(n), inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            default=None))
+    seen = {p.name for p in params}
+    for p in desc["params"]:
+        n = _py_name(p["name"])
+        if n in seen or p["name"] == "num_args" and names is None:
+            continue
+        seen.add(n)
+        default = inspect.Parameter.empty if p["required"] else default_value(p["default"])
+        params.append(inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=default))
+    for n, d in extra:
+        if n not in seen:
+            params.append(inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d))
+    return inspect.Signature(params)
+
+
+def docstring(desc, kind):
+    lines = [desc["description"] or f"The {desc['name']} operator.", ""]
+    names = input_names(desc)
+    lines.append("Inputs:")
+    if names is None:
+        lines.append(f"    *data: {kind} (any number; num_args is set from them)")
+    else:
+        for n in names:
+            lines.append(f"    {n}: {kind}")
+    if desc["params"]:
+        lines.append("")
+        lines.append("Parameters:")
+        for p in desc["params"]:
+            d = "required" if p["required"] else f"default {p['default']}"
+            text = f"    {p['name']} ({p['type']}, {d})"
+            if p["description"]:
+                text += f": {p['description']}"
+            lines.append(text)
+    if desc.get("aliases"):
+        lines.append("")
+        lines.append("Aliases: " + ", ".join(desc["aliases"]))
+    lines.append("")
+    lines.append("Gradient: " + ("yes" if desc.get("has_gradient") else "no") + ". Kernels: " +
+                 ", ".join(k for k in ("cpu", "cuda") if desc.get(k)) + ".")
+    return "\n".join(lines)
+
+
+def make_function(desc, apply, kind, extra=(("out", None), ("name", None))):
+    """A function for operator `desc` calling apply(op_name, inputs, attrs, **extra_values).
+
+    Inputs are taken positionally or by name; trailing None inputs are left out (an op's
+    optional inputs, such as bias with no_bias=True). Attributes left at None are not sent, so
+    the operator's own default applies."""
+    op_name = desc["name"]
+    names = input_names(desc)
+    py_names = None if names is None else [_py_name(n) for n in names]
+    extra_names = tuple(n for n, _ in extra)
+
+    def fn(*args, **kwargs):
+        ex = {n: kwargs.pop(n, None) for n in extra_names}
+        if py_names is None:
+            inputs = list(args)
+        else:
+            if len(args) > len(py_names):
+                raise TypeError(f"{op_name}() takes {len(py_names)} inputs "
+                                f"({', '.join(names)}), got {len(args)}")
+            inputs = list(args) + [None] * (len(py_names) - len(args))
+            for i, n in enumerate(py_names):
+                if n in kwargs:
+                    if i < len(args):
+                        raise TypeError(f"{op_name}() got input '{n}' twice")
+                    inputs[i] = kwargs.pop(n)
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+        attrs = {k[:-1] if k.endswith("_") and keyword.iskeyword(k[:-1]) else k: v
+                 for k, v in kwargs.items() if v is not None}
+        return apply(op_name, inputs, attrs, **ex)
+
+    fn.__name__ = _py_name(op_name)
+    fn.__qualname__ = fn.__name__
+    fn.__doc__ = docstring(desc, kind)
+    fn.__signature__ = signature(desc, extra)
+    return fn
+
+
+def stub(desc, kind, extra):
+    """A .pyi line for the function of `desc`."""
+    sig = signature(desc, extra)
+    parts = []
+    star_done = False
+    for p in sig.parameters.values():
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            parts.append(f"*{p.name}: {kind}")
+            star_done = True
+            continue
+        if p.kind == inspect.Parameter.KEYWORD_ONLY and not star_done:
+            parts.append("*")
+            star_done = True
+        if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            parts.append(f"{p.name}: {kind} | None = None")
+        elif p.default is inspect.Parameter.empty:
+            parts.append(f"{p.name}: Any")
+        else:
+            parts.append(f"{p.name}: Any = {p.default!r}")
+    ret = kind if desc.get("num_visible_outputs", 1) == 1 else f"list[{kind}]"
+    doc = (desc["description"] or "").replace('"""', "'''").strip()
+    body = f'    """{doc}"""' if doc else "    ..."
+    return f"def {_py_name(desc['name'])}({', '.join(parts)}) -> {ret}:\n{body}\n"

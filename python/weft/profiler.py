@@ -1,0 +1,34 @@
+"""The profiler: records every engine operation (and allocator counters) between start() and
+stop(path), and writes a Chrome trace that opens in https://ui.perfetto.dev."""
+from __future__ import annotations
+
+import contextlib
+
+from . import _weft
+
+
+def start():
+    """Starts recording (events from earlier runs are dropped)."""
+    _weft._profiler_clear()
+    _weft._profiler_start()
+
+
+def stop(path=None):
+    """Waits for pushed work, stops recording and, when `path` is given, writes the trace there.
+    Returns the number of events recorded."""
+    _weft.waitall()
+    _weft._profiler_stop()
+    n = _weft._profiler_event_count()
+    if path is not None:
+        _weft._profiler_dump(str(path))
+    return n
+
+
+@contextlib.contextmanager
+def profile(path):
+    """Records the operations of this scope into the trace `path`."""
+    start()
+    try:
+        yield
+    finally:
+        stop(path)

@@ -1,0 +1,1 @@
+"""Symbolic composition (placeholder until the graph bindings land)."""
