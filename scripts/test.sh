@@ -15,3 +15,4 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_TOOLS=ON
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300
+"$root/scripts/python_test.sh" "$build"

@@ -1,0 +1,40 @@
+"""The README's Python example runs as written, and its numbers are right."""
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def python_blocks():
+    text = README.read_text()
+    section = text.split("### From Python", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_readme_example_runs(capsys):
+    blocks = python_blocks()
+    assert blocks, "the README has no Python example"
+    scope = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)  # noqa: S102 - our own README
+    weft = scope["weft"]
+    # Ten SGD steps on a linear softmax model from zero bias and small weights: the loss starts
+    # near log(10) and must go down.
+    assert 0 < scope["loss"].item() < np.log(10) + 0.1
+    # The pooling result, its NumPy view and the array imported back share one buffer.
+    y, t, z = scope["y"], scope["t"], scope["z"]
+    assert y.shape == (64, 1, 14, 14) and t.shape == y.shape
+    assert z._data_ptr() == y._data_ptr()
+    x = scope["x"].asnumpy().reshape(64, 1, 14, 2, 14, 2)
+    np.testing.assert_array_equal(t, x.max(axis=(3, 5)))
+    probs = scope["probs"].asnumpy()
+    assert probs.shape == (1, 1000)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    gelu = scope["py_gelu"]
+    out = weft.op.py_gelu(weft.arange(4)).asnumpy()
+    v = np.arange(4, dtype=np.float64)
+    ref = 0.5 * v * (1 + np.tanh(0.7978845608 * (v + 0.044715 * v ** 3)))
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+    assert gelu is not None
