@@ -13,6 +13,7 @@
 #endif
 
 #include "devices/device_api.h"
+#include "ops/dnnl_util.h"
 
 namespace weft {
 
@@ -201,6 +202,12 @@ Runtime::Runtime(const RuntimeConfig& config)
       engine_(Engine::create(config.engine)),
       generation_(g_generation.fetch_add(1)) {
   cpu_pool_ = allocator_slow(Device::cpu()).get();
+#if WEFT_USE_ONEDNN
+  // oneDNN primitives are made for the most threads a kernel can get (Note [Primitive thread
+  // count] in ops/dnnl_util.cc).
+  dnnl_util::set_max_kernel_threads(
+      std::max(cores_, config_.intra_op_threads > 0 ? config_.intra_op_threads : cores_));
+#endif
   // The exit fallback for programs whose main thread never uses weft (Note [Runtime teardown]).
   if (!g_atexit_registered.exchange(true)) std::atexit([] { drain_at_exit(); });
 }

@@ -199,8 +199,13 @@ std::shared_ptr<void> cache_lookup(const std::string& key,
     }
   }
   // Built outside the lock: primitive creation can take milliseconds, and `make` may look up
-  // other entries of this thread's cache.
-  auto value = make();
+  // other entries of this thread's cache. Under the largest thread count a kernel may run with
+  // (Note [Primitive thread count]).
+  std::shared_ptr<void> value;
+  {
+    ScopedThreads threads(max_kernel_threads());
+    value = make();
+  }
   const auto limit =
       static_cast<size_t>(limits().primitive_entries.load(std::memory_order_relaxed));
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -311,6 +316,32 @@ std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const T
   c.bytes += bytes;
   c.evict_to(limit);
   return value;
+}
+
+// Note [Primitive thread count]
+// oneDNN sizes a primitive's scratchpad and partitions its work for the OpenMP thread count in
+// force when the primitive is created; executing it later with more threads than that is not
+// allowed, with fewer is. weft's kernels run with a count that changes from call to call (the
+// adaptive intra-op policy gives cores / running kernels), and the caches are per thread: a plan
+// made while one kernel had 1 thread would be run later with 2, and the workspace an op asks for
+// when it is pushed (computed from the pushing thread's plan, made under that thread's count)
+// could be smaller than what the worker's plan needs. Creating every primitive under the largest
+// count a kernel may get makes both safe: execution never exceeds creation, and every thread's
+// plan for a key has the same, largest, scratchpad.
+namespace {
+std::atomic<int>& max_threads_setting() {
+  static std::atomic<int> n{0};
+  return n;
+}
+}  // namespace
+
+void set_max_kernel_threads(int n) {
+  max_threads_setting().store(std::max(1, n), std::memory_order_relaxed);
+}
+
+int max_kernel_threads() {
+  const int n = max_threads_setting().load(std::memory_order_relaxed);
+  return n > 0 ? n : std::max(1, omp_get_num_procs());
 }
 
 ScopedThreads::ScopedThreads(int n) : previous_(omp_get_max_threads()) {

@@ -101,6 +101,12 @@ inline std::pair<uint64_t, uint64_t> input_identity(const OpContext& ctx, int i)
   return {ctx.input_storage_ids[i], ctx.input_versions[i]};
 }
 
+/// The most intra-op threads any kernel may be given (the runtime sets it from its intra-op
+/// policy; default: the machine's cores). Every cached primitive is created under this many
+/// OpenMP threads (Note [Primitive thread count]). Thread-safe.
+void set_max_kernel_threads(int n);
+int max_kernel_threads();
+
 /// Sets the OpenMP thread count for oneDNN and OpenMP loops on this thread for the scope.
 class ScopedThreads {
  public:

@@ -7,9 +7,14 @@
 #include <future>
 #include <thread>
 
+#include "base/build_config.h"
 #include "ndarray/autograd.h"
 #include "ndarray/ops.h"
 #include "ndarray/runtime.h"
+
+#if WEFT_USE_ONEDNN
+#include <omp.h>
+#endif
 
 namespace weft {
 namespace {
@@ -142,3 +147,53 @@ TEST(NDArray, KernelErrorSurfacesAtTheWaitAndTheRuntimeStaysUsable) {
 
 }  // namespace
 }  // namespace weft
+
+#if WEFT_USE_ONEDNN
+namespace weft {
+namespace {
+// A thread that pushes with fewer OpenMP threads than a worker runs the kernel with (a host
+// program such as Python with PyTorch loaded sets 1) must still get a large enough workspace: the
+// request is computed from the pushing thread's oneDNN plan, the kernel uses the worker's (Note
+// [Primitive thread count] in ops/dnnl_util.cc). Grouped convolutions size their scratchpad by
+// the thread count.
+TEST(NDArray, ConvolutionWorkspaceHoldsWhenThePusherHasFewerOpenMPThreads) {
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (int groups : {2, 4}) {
+    NDArray x = NDArray::uniform(Shape{2, 4, 9, 8});
+    NDArray w = NDArray::uniform(Shape{8, 4 / groups, 3, 3});
+    NDArray b = NDArray::uniform(Shape{8});
+    NDArray y = invoke1("Convolution", {x, w, b},
+                        {{"kernel", "(3, 3)"},
+                         {"pad", "(1, 1)"},
+                         {"num_filter", "8"},
+                         {"num_group", std::to_string(groups)}});
+    // The same convolution as `groups` separate ones over channel slices: equal within rounding.
+    std::vector<float> got = y.to_vector<float>();
+    const int64_t per_in = 4 / groups, per_out = 8 / groups;
+    std::vector<float> xs = x.to_vector<float>(), ws = w.to_vector<float>(),
+                       bs = b.to_vector<float>();
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t f = 0; f < 8; ++f)
+        for (int64_t i = 0; i < 9; ++i)
+          for (int64_t j = 0; j < 8; ++j) {
+            double acc = bs[f];
+            const int64_t g = f / per_out;
+            for (int64_t c = 0; c < per_in; ++c)
+              for (int64_t ki = 0; ki < 3; ++ki)
+                for (int64_t kj = 0; kj < 3; ++kj) {
+                  const int64_t ii = i + ki - 1, jj = j + kj - 1;
+                  if (ii < 0 || ii >= 9 || jj < 0 || jj >= 8) continue;
+                  acc += double(xs[((n * 4 + g * per_in + c) * 9 + ii) * 8 + jj]) *
+                         ws[((f * per_in + c) * 3 + ki) * 3 + kj];
+                }
+            ASSERT_NEAR(got[((n * 8 + f) * 9 + i) * 8 + j], acc, 1e-4 * (1 + std::abs(acc)))
+                << "groups " << groups << " at (" << n << ", " << f << ", " << i << ", " << j
+                << ")";
+          }
+  }
+  omp_set_num_threads(previous);
+}
+}  // namespace
+}  // namespace weft
+#endif
