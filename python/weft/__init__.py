@@ -47,7 +47,7 @@ from ._weft import (  # noqa: E402
 from .ndarray import array, asarray, zeros_like, ones_like, concat, stack, load, save
 from . import op, autograd, random, profiler, graph, sym
 from .graph import model
-from .register import register_op
+from .register import load_plugin, register_op  # noqa: F811 - refreshes weft.op
 
 __version__ = _weft.version()
 
