@@ -35,6 +35,12 @@ void init_ops(nb::module_& m);
 /// weft.register_op: operators whose compute is a Python function (py_register_op.cc).
 void init_register_op(nb::module_& m);
 void init_graph(nb::module_& m);
+/// weft.load / weft.save: `.params` and `.npy` files (py_io.cc).
+void init_io(nb::module_& m);
+/// An NDArray from an NDArray or anything weft.array takes, on `device`. `dtype` null: NumPy
+/// arrays keep their dtype except float64, lists and scalars become float32 (MXNet's default);
+/// otherwise the values are converted to `dtype`.
+NDArray to_array(nb::handle value, Device device, const DType* dtype);
 void init_runtime(nb::module_& m);
 
 }  // namespace weft::py

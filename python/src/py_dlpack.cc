@@ -1,8 +1,12 @@
 // The DLPack protocol: NDArray.__dlpack__ / __dlpack_device__ (versioned 1.x capsules when the
 // consumer passes max_version >= (1, 0), the 0.6 DLManagedTensor otherwise) and
 // weft.from_dlpack(x), zero-copy both ways.
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
+
+#include <memory>
+#include <vector>
 
 #include "capi/dlpack.h"
 #include "py_common.h"
@@ -39,13 +43,12 @@ nb::object dlpack(const NDArray& x, nb::handle stream, nb::handle max_version, n
     auto [type, id] = nb::cast<std::tuple<int, int>>(dl_device);
     const Device d = x.device();
     if (type != static_cast<int>(d.type) || id != d.id) {
-      if (copy.is_none() || !nb::cast<bool>(copy)) {
-        throw nb::buffer_error(("__dlpack__: the array is on " + to_string(d) +
-                                "; dl_device asks for another device (pass copy=True, or use "
-                                "copyto first)")
-                                   .c_str());
-      }
-      throw nb::buffer_error("__dlpack__: copies across devices are not supported; use copyto");
+      // No copy across devices here, even with copy=True: the caller copies with copyto first.
+      throw nb::buffer_error(("__dlpack__: the array is on " + to_string(d) +
+                              "; dl_device asks for device type " + std::to_string(type) + " id " +
+                              std::to_string(id) +
+                              " (exports do not copy across devices: copyto that device first)")
+                                 .c_str());
     }
   }
   if (!stream.is_none() && x.device().type == DeviceType::kCPU) {
@@ -118,6 +121,62 @@ NDArray from_capsule(nb::handle capsule) {
   throw nb::type_error("from_dlpack: expected an object with __dlpack__ or a DLPack capsule");
 }
 
+// NumPy before 2.1 cannot export a read-only array through DLPack (a 0.x capsule cannot say
+// read-only), and np.from_dlpack gives read-only arrays, so weft.from_dlpack(np.from_dlpack(x))
+// would fail. Such an array is imported through the buffer protocol instead: zero-copy and
+// read-only (DLPack 1.x's flag), holding a reference to the NumPy array until weft releases
+// the memory.
+using ReadOnlyHost = nb::ndarray<nb::ro, nb::device::cpu>;
+
+struct BorrowedBuffer {
+  DLManagedTensorVersioned managed{};
+  std::vector<int64_t> shape, strides;
+  ReadOnlyHost array;  // the reference to the NumPy array
+};
+
+void borrowed_buffer_deleter(DLManagedTensorVersioned* self) {
+  // Run by whichever thread releases the memory last, an engine worker included: dropping the
+  // reference needs the GIL. After the interpreter has gone, there is nothing left to release.
+  if (Py_IsInitialized() == 0) return;
+  const PyGILState_STATE state = PyGILState_Ensure();
+  delete static_cast<BorrowedBuffer*>(self->manager_ctx);
+  PyGILState_Release(state);
+}
+
+bool is_read_only_numpy(nb::handle obj) {
+  nb::object np = nb::module_::import_("numpy");
+  return nb::isinstance(obj, np.attr("ndarray")) &&
+         !nb::cast<bool>(obj.attr("flags").attr("writeable"));
+}
+
+NDArray from_read_only_numpy(nb::handle obj) {
+  auto b = std::make_unique<BorrowedBuffer>();
+  b->array = nb::cast<ReadOnlyHost>(obj);  // the buffer protocol: no copy
+  const size_t ndim = b->array.ndim();
+  for (size_t i = 0; i < ndim; ++i) {
+    b->shape.push_back(static_cast<int64_t>(b->array.shape(i)));
+    b->strides.push_back(static_cast<int64_t>(b->array.stride(i)));
+  }
+  DLTensor& t = b->managed.dl_tensor;
+  t.data = const_cast<void*>(b->array.data());
+  t.device.device_type = kDLCPU;
+  t.device.device_id = 0;
+  t.ndim = static_cast<int32_t>(ndim);
+  t.dtype.code = b->array.dtype().code;
+  t.dtype.bits = b->array.dtype().bits;
+  t.dtype.lanes = b->array.dtype().lanes;
+  t.shape = b->shape.data();
+  t.strides = b->strides.data();
+  t.byte_offset = 0;
+  b->managed.version = {1, 0};
+  b->managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  b->managed.manager_ctx = b.get();
+  b->managed.deleter = borrowed_buffer_deleter;
+  NDArray a = from_dlpack_versioned(&b->managed);  // throws (strided, ...) without taking it
+  b.release();                                     // weft calls the deleter now
+  return a;
+}
+
 NDArray from_object(nb::handle obj) {
   if (PyCapsule_CheckExact(obj.ptr()) != 0) return from_capsule(obj);
   if (!nb::hasattr(obj, "__dlpack__")) {
@@ -141,7 +200,12 @@ NDArray from_object(nb::handle obj) {
     // Producers older than the versioned protocol (NumPy < 2.1, PyTorch < 2.4) take no
     // max_version: ask again without it.
     if (!e.matches(PyExc_TypeError)) throw;
-    capsule = obj.attr("__dlpack__")();
+    try {
+      capsule = obj.attr("__dlpack__")();
+    } catch (nb::python_error& e2) {
+      if (!e2.matches(PyExc_BufferError) || !is_read_only_numpy(obj)) throw;
+      return from_read_only_numpy(obj);
+    }
   }
   return from_capsule(capsule);
 }

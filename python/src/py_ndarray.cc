@@ -10,9 +10,28 @@
 #include "ndarray/autograd.h"
 #include "ndarray/ops.h"
 #include "ndarray/runtime.h"
+#include "ops/params.h"
 #include "py_common.h"
 
 namespace weft::py {
+
+// An in-place write (x += y, x[...] = y, copyto, out=) is not recorded onto `target`: the
+// record's result would be a copy of the target object, so gradients through it would be lost
+// silently, and values backward reads may be overwritten. Refused while recording when it
+// matters, as MXNet refuses it ("cannot use inplace operations inside a record section").
+void check_inplace_write(const NDArray& target, const std::vector<NDArray>& inputs,
+                         const char* what) {
+  if (!autograd::is_recording()) return;
+  bool involved = target.requires_grad();
+  for (const NDArray& in : inputs) involved = involved || in.requires_grad();
+  if (involved) {
+    throw ValueError(std::string(what) +
+                     ": in-place writes to or from arrays that autograd tracks cannot be recorded "
+                     "(gradients would be lost); inside autograd.record() write y = x + z "
+                     "instead of x += z or x[...] = z");
+  }
+}
+
 namespace {
 
 nb::dlpack::dtype to_nb_dtype(DType t) {
@@ -87,8 +106,42 @@ GradReq to_grad_req(const std::string& s) {
   throw ValueError("grad_req '" + s + "': expected 'write', 'add' or 'null'");
 }
 
+// Views (reshape, x[i], x[a:b]) share storage but carry no autograd history. While recording,
+// a view of an array that requires grad is recorded as the operator that computes it, as MXNet
+// does (ReshapeWithRecord, SliceWithRecord), so that gradients flow through it; the result is
+// still the view.
+NDArray record_view(const NDArray& x, NDArray view, const char* op, const AttrMap& attrs) {
+  if (!autograd::is_recording() || !x.requires_grad()) return view;
+  std::vector<NDArray> outs{std::move(view)};
+  detail::maybe_record(make_op_attrs(op, attrs), {x}, outs);
+  return outs[0];
+}
+
+NDArray reshape_view(const NDArray& x, const Shape& shape) {
+  NDArray v = x.reshape(shape);
+  return record_view(x, v, "Reshape", {{"shape", format_shape_attr(v.shape())}});
+}
+
+NDArray slice_view(const NDArray& x, int64_t begin, int64_t end) {
+  return record_view(
+      x, x.slice(begin, end), "slice_axis",
+      {{"axis", "0"}, {"begin", std::to_string(begin)}, {"end", std::to_string(end)}});
+}
+
+NDArray at_view(const NDArray& x, int64_t i) {
+  if (x.ndim() < 1) throw nb::index_error("too many indices for a 0-d array");
+  if (i < 0 || i >= x.shape()[0]) {
+    throw nb::index_error(("index " + std::to_string(i) +
+                           " is out of bounds for axis 0 with size " + std::to_string(x.shape()[0]))
+                              .c_str());
+  }
+  const NDArray row = slice_view(x, i, i + 1);
+  return reshape_view(row, Shape(x.shape().begin() + 1, x.shape().end()));
+}
+
 // a op= b: elemwise_* for equal shapes, broadcast_* otherwise (b broadcast to a's shape).
 NDArray& inplace(NDArray& a, const NDArray& b, const char* same, const char* broadcast) {
+  check_inplace_write(a, {b}, "in-place arithmetic");
   InvokeOptions o;
   o.outputs = {a};
   invoke(a.shape() == b.shape() ? same : broadcast, {a, b}, {}, std::move(o));
@@ -96,6 +149,7 @@ NDArray& inplace(NDArray& a, const NDArray& b, const char* same, const char* bro
 }
 
 NDArray& inplace_scalar(NDArray& a, double s, const char* op) {
+  check_inplace_write(a, {}, "in-place arithmetic");
   InvokeOptions o;
   o.outputs = {a};
   std::ostringstream text;
@@ -209,14 +263,21 @@ void init_ndarray(nb::module_& m) {
              if (x.ndim() == 0) throw nb::type_error("len() of a 0-d array");
              return x.shape()[0];
            })
-      .def("_view",
-           [](const NDArray& x, nb::handle shape) { return x.reshape(to_shape(shape, "reshape")); })
-      .def("_at", &NDArray::at, nb::arg("i"))
-      .def("_slice", &NDArray::slice, nb::arg("begin"), nb::arg("end"))
-      .def("copy", &NDArray::copy, "A new array with a copy of the values (asynchronous).")
+      .def("_view", [](const NDArray& x,
+                       nb::handle shape) { return reshape_view(x, to_shape(shape, "reshape")); })
+      .def("_at", &at_view, nb::arg("i"))
+      .def("_slice", &slice_view, nb::arg("begin"), nb::arg("end"))
+      // The _copy operator, not NDArray::copy, so that a copy taken while recording is recorded.
+      .def(
+          "copy", [](const NDArray& x) { return invoke1("_copy", {x}); },
+          "A new array with a copy of the values (asynchronous).")
       .def("_copy_to_device",
            [](const NDArray& x, nb::handle d) { return x.copy_to(to_device(d)); })
-      .def("_copy_into", [](const NDArray& x, NDArray& dst) { x.copy_to(dst); })
+      .def("_copy_into",
+           [](const NDArray& x, NDArray& dst) {
+             check_inplace_write(dst, {x}, "copyto / assignment");
+             x.copy_to(dst);
+           })
       .def(
           "wait_to_read",
           [](const NDArray& x) {
@@ -318,16 +379,23 @@ void init_ndarray(nb::module_& m) {
       nb::arg("start"), nb::arg("stop") = nb::none(), nb::arg("step") = 1.0,
       nb::arg("dtype") = nb::none(), nb::arg("device") = nb::none(),
       "Evenly spaced values in [start, stop) (arange(n): 0 .. n-1).");
-  m.def("_uniform",
-        [](double low, double high, nb::handle shape, nb::handle dtype, nb::handle device) {
-          return NDArray::uniform(to_shape(shape, "uniform"), low, high, to_dtype(dtype),
-                                  to_device(device));
-        });
-  m.def("_normal",
-        [](double loc, double scale, nb::handle shape, nb::handle dtype, nb::handle device) {
-          return NDArray::normal(to_shape(shape, "normal"), loc, scale, to_dtype(dtype),
-                                 to_device(device));
-        });
+  // Named arguments with None defaults: nanobind refuses None for an argument unless told.
+  m.def(
+      "_uniform",
+      [](double low, double high, nb::handle shape, nb::handle dtype, nb::handle device) {
+        return NDArray::uniform(to_shape(shape, "uniform"), low, high, to_dtype(dtype),
+                                to_device(device));
+      },
+      nb::arg("low"), nb::arg("high"), nb::arg("shape"), nb::arg("dtype") = nb::none(),
+      nb::arg("device") = nb::none());
+  m.def(
+      "_normal",
+      [](double loc, double scale, nb::handle shape, nb::handle dtype, nb::handle device) {
+        return NDArray::normal(to_shape(shape, "normal"), loc, scale, to_dtype(dtype),
+                               to_device(device));
+      },
+      nb::arg("loc"), nb::arg("scale"), nb::arg("shape"), nb::arg("dtype") = nb::none(),
+      nb::arg("device") = nb::none());
   m.def("_from_numpy", &from_numpy, nb::arg("array"), nb::arg("device") = nb::none());
   m.def("_none", []() { return NDArray(); });
 }

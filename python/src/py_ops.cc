@@ -12,6 +12,11 @@
 #include "py_common.h"
 
 namespace weft::py {
+
+// Refuses in-place writes that autograd would lose (py_ndarray.cc).
+void check_inplace_write(const NDArray& target, const std::vector<NDArray>& inputs,
+                         const char* what);
+
 namespace {
 
 // Parsed attributes by "op\0key\0value\0...": repeated calls with the same attributes (the common
@@ -74,6 +79,7 @@ std::vector<NDArray> invoke_py(const std::string& op, const std::vector<NDArray>
     } else {
       options.outputs = nb::cast<std::vector<NDArray>>(out);
     }
+    for (const NDArray& o : options.outputs) check_inplace_write(o, inputs, "out=");
   }
   if (!device.is_none()) options.device = to_device(device);
   return invoke(parsed, inputs, std::move(options));

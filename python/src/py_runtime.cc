@@ -17,6 +17,10 @@ namespace weft::py {
 
 Shape to_shape(nb::handle obj, const char* what) {
   if (PyLong_Check(obj.ptr())) return Shape{nb::cast<int64_t>(obj)};
+  // Other integers (np.int64(3)): one dimension.
+  if (PyIndex_Check(obj.ptr()) && !PySequence_Check(obj.ptr())) {
+    return Shape{nb::cast<int64_t>(nb::int_(obj))};
+  }
   if (!PySequence_Check(obj.ptr()) || PyUnicode_Check(obj.ptr())) {
     throw nb::type_error((std::string(what) + ": expected an int or a sequence of ints, got " +
                           nb::inst_name(obj).c_str())
@@ -86,6 +90,11 @@ std::string attr_string(nb::handle value) {
     }
     if (n == 1) s += ",";
     return s + ")";
+  }
+  if (!PyType_Check(value.ptr()) && nb::hasattr(value, "dtype") && nb::hasattr(value, "item")) {
+    // A NumPy scalar (np.int64(3), np.float32(0.5), np.bool_(True)) or 0-d array is a value,
+    // not a dtype: written as its Python equivalent.
+    return attr_string(value.attr("item")());
   }
   if (PyType_Check(value.ptr()) || nb::hasattr(value, "dtype") || nb::hasattr(value, "itemsize")) {
     return dtype_name(to_dtype(value));  // numpy dtypes and scalar types

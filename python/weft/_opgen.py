@@ -114,6 +114,9 @@ def make_function(desc, apply, kind, extra=(("out", None), ("name", None))):
         ex = {n: kwargs.pop(n, None) for n in extra_names}
         if py_names is None:
             inputs = list(args)
+            # The documented rule for variadic operators: num_args counts the inputs given.
+            if "num_args" not in kwargs:
+                kwargs["num_args"] = len(inputs)
         else:
             if len(args) > len(py_names):
                 raise TypeError(f"{op_name}() takes {len(py_names)} inputs "

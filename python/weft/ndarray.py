@@ -32,11 +32,19 @@ def array(obj, dtype=None, device=None) -> NDArray:
         return out if dtype is None or np.dtype(dtype) == _dtype(out) else out.astype(dtype)
     if isinstance(obj, np.ndarray):
         a = obj if dtype is None else obj.astype(dtype, copy=False)
+        if not a.dtype.isnative:  # big-endian data: weft and DLPack are native-endian only
+            a = a.astype(a.dtype.newbyteorder("="))
     else:
         if hasattr(obj, "__dlpack__") and dtype is None:
-            return array(_weft.from_dlpack(obj), device=device)
+            try:
+                imported = _weft.from_dlpack(obj)
+            except (ValueError, TypeError, BufferError, RuntimeError):
+                # Strided, or a dtype DLPack cannot carry (torch's bool): copy through NumPy.
+                return array(np.asarray(obj), device=device)
+            return array(imported, device=device)
         a = np.asarray(obj, dtype=dtype if dtype is not None else np.float32)
-    return _weft._from_numpy(np.ascontiguousarray(a), device)
+    # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
+    return _weft._from_numpy(np.require(a, requirements="C"), device)
 
 
 def asarray(obj, dtype=None, device=None) -> NDArray:
@@ -128,7 +136,7 @@ def _getitem(self, key):
             end.append(e if (e >= 0 or st > 0) else None)
             step.append(st)
             out_axis += 1
-        elif isinstance(k, numbers.Integral):
+        elif isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)):
             i = int(k)
             if i < -n or i >= n:
                 raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
@@ -167,6 +175,9 @@ def _setitem(self, key, value):
         return
     src = _coerce(value, target)
     if src.shape != target.shape:
+        if src.ndim < target.ndim:
+            # NumPy's rule: missing leading axes have size 1 (broadcast_to wants equal ranks).
+            src = src.reshape((1,) * (target.ndim - src.ndim) + src.shape)
         src = _weft._invoke("broadcast_to", [src], {"shape": target.shape})[0]
     if src._dtype_name != target._dtype_name:
         src = src.astype(target._dtype_name)
@@ -273,7 +284,9 @@ def _binary(same, broadcast, scalar, rscalar=None):
 
 def _matmul(self, other):
     other = _coerce(other, self)
-    if self.ndim <= 2 and other.ndim <= 2:
+    # dot contracts the last axis of self with the first of other: NumPy's matmul whenever other
+    # has at most two axes, whatever self's rank. Stacks of matrices on both sides: batch_dot.
+    if other.ndim <= 2:
         return _weft._invoke("dot", [self, other])[0]
     return _weft._invoke("batch_dot", [self, other])[0]
 
@@ -349,7 +362,7 @@ def _binary_fallback(name, self, other, reflected):
     try:
         fwd, rev = _binary(*_ARITH[name])
         return (rev if reflected else fwd)(self, other)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError):
         if isinstance(other, (np.ndarray, list, tuple, numbers.Number)):
             raise
         return NotImplemented

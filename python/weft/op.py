@@ -10,6 +10,7 @@ appear here as soon as they exist. Every call returns before the kernel runs.
 """
 from __future__ import annotations
 
+import builtins
 import numbers
 import sys
 
@@ -20,7 +21,7 @@ from ._weft import NDArray
 
 _module = sys.modules[__name__]
 # Names of this module that operators may not replace.
-_RESERVED = {"refresh", "list", "describe", "NDArray", "np", "sys", "numbers"}
+_RESERVED = {"refresh", "list", "describe", "NDArray", "np", "sys", "numbers", "builtins"}
 _known_ops: set[str] = set()
 
 
@@ -28,7 +29,8 @@ def _weft_as_input(x, like):
     if isinstance(x, NDArray) or x is None:
         return x
     from .ndarray import array
-    if like is not None and isinstance(x, (numbers.Number, list, tuple, np.ndarray)):
+    # builtins.list: this module's list() (the operator names) shadows the type.
+    if like is not None and isinstance(x, (numbers.Number, builtins.list, tuple, np.ndarray)):
         return array(np.asarray(x, dtype=like.dtype), device=like.device)
     return array(x)
 

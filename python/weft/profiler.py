@@ -16,12 +16,13 @@ def start():
 def stop(path=None):
     """Waits for pushed work, stops recording and, when `path` is given, writes the trace there.
     Returns the number of events recorded."""
-    _weft.waitall()
-    _weft._profiler_stop()
-    n = _weft._profiler_event_count()
-    if path is not None:
-        _weft._profiler_dump(str(path))
-    return n
+    try:
+        _weft.waitall()  # may raise EngineError for failed operations: stop and write anyway
+    finally:
+        _weft._profiler_stop()
+        if path is not None:
+            _weft._profiler_dump(str(path))
+    return _weft._profiler_event_count()
 
 
 @contextlib.contextmanager
