@@ -79,7 +79,9 @@ void check_tensor(const DLTensor& t, Shape& shape, DType& dtype, Device& device)
   }
   // Strides: NULL means compact; otherwise they must be the compact ones (a dimension of extent
   // 1 may have any stride).
-  if (t.strides != nullptr) {
+  // An empty tensor has no elements to lay out: any strides describe it (PyTorch gives empty
+  // tensors non-compact ones).
+  if (t.strides != nullptr && shape.size() != 0) {
     int64_t expected = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
       WEFT_CHECK_AS(ValueError, t.shape[i] == 1 || t.strides[i] == expected)

@@ -66,13 +66,18 @@ static NDArray create(std::string_view op, AttrMap attrs, Device device) {
   return invoke(op, {}, attrs, std::move(o)).at(0);
 }
 
+// An array with a zero-length dimension has no values to fill; the creation ops read a 0 in their
+// shape attribute as "unknown" (MXNet's convention), so such arrays are allocated directly.
 NDArray NDArray::zeros(const Shape& shape, DType dtype, Device device) {
+  if (shape.known() && shape.size() == 0) return empty(shape, dtype, device);
   return create("_zeros", creation_attrs(shape, dtype), device);
 }
 NDArray NDArray::ones(const Shape& shape, DType dtype, Device device) {
+  if (shape.known() && shape.size() == 0) return empty(shape, dtype, device);
   return create("_ones", creation_attrs(shape, dtype), device);
 }
 NDArray NDArray::full(const Shape& shape, double value, DType dtype, Device device) {
+  if (shape.known() && shape.size() == 0) return empty(shape, dtype, device);
   AttrMap a = creation_attrs(shape, dtype);
   a["value"] = format_float_attr(value);
   return create("_full", std::move(a), device);

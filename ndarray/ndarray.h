@@ -133,7 +133,8 @@ class NDArray {
   std::vector<double> to_doubles() const;
   /// The value of a one-element array.
   double item() const;
-  /// "NDArray (2, 3) float32 @cpu:0\n[[...]]" (waits).
+  /// "NDArray (2, 3) float32 @cpu:0\n[v0, v1, ...]": the values flattened, at most
+  /// `max_elements` of them (waits).
   std::string to_string(int max_elements = 64) const;
 
   /// A view for kernels: valid only while the caller holds this array and inside operations
