@@ -11,14 +11,27 @@
 # sharing), replay (bench/replay/run.sh: `weft replay` against PyTorch running the same graph with
 # the same weights), ffi (weft_ffi_bench: foreign C operations pushed through the C ABI against
 # native C++ pushes on the same engine, and DLPack round trips; then weft_ffi_so_bench, the same
-# C calls through libweft_c.so). A new suite adds one arm to each of the two case statements below.
+# C calls through libweft_c.so), python (bench/python/py_bench.py: weft's Python package against
+# PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below). A new suite adds one
+# arm to each of the two case statements below; python builds nothing and runs from the first.
+#
+# The python suite runs the package scripts/test.sh installs into the venv <build>/pyenv (build:
+# WEFT_BUILD_DIR, default <repo>/build); run scripts/test.sh first. Overrides:
+#   WEFT_PYTHON        the interpreter to use instead (it must import weft, torch and numpy); with
+#                      WEFT_NATIVE_DIR=<extension build folder> and PYTHONPATH=<repo>/python it
+#                      runs an uninstalled development build of the package
+#   WEFT_MXNET_PYTHON  the interpreter with mxnet 1.9.1 (default <build>/mxnet-venv/bin/python, made
+#                      by tests/mxnet/setup_venv.sh, or $WEFT_MXNET_VENV/bin/python); the MXNet
+#                      comparison is skipped with a message when it is absent
+# It installs the peer's Debian packages when missing (python3-torch; libopenblas0-pthread, without
+# which PyTorch's matrix products run on the reference BLAS).
 #
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi"
+suites="engine memory ops planner replay ffi python"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -62,6 +75,43 @@ case "${suite}" in
     ;;
   ffi)
     target="weft_ffi_bench weft_ffi_so_bench"
+    ;;
+  python)
+    # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
+    repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    python_build="${WEFT_BUILD_DIR:-${repo}/build}"
+    py="${WEFT_PYTHON:-${python_build}/pyenv/bin/python}"
+    if [[ ! -x "${py}" ]]; then
+      echo "bench python: no interpreter at ${py}: run scripts/test.sh (it installs the weft" \
+           "package into ${python_build}/pyenv) or set WEFT_PYTHON" >&2
+      exit 1
+    fi
+    peer_packages=()
+    if ! "${py}" -c "import torch" 2>/dev/null; then peer_packages+=(python3-torch); fi
+    if ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null |
+         grep -q "install ok installed"; then
+      peer_packages+=(libopenblas0-pthread)
+    fi
+    if [[ ${#peer_packages[@]} -gt 0 ]]; then
+      echo "bench python: installing the peer (${peer_packages[*]})" >&2
+      sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+      # Best effort: without OpenBLAS PyTorch still runs, on the reference BLAS, and the report
+      # names the BLAS it loaded.
+      $sudo apt-get install -y -qq "${peer_packages[@]}" >&2 ||
+        echo "bench python: could not install ${peer_packages[*]}" >&2
+    fi
+    # From outside the repository, so that `import weft` is the installed package (or the one
+    # PYTHONPATH names), never the source folder by accident.
+    if ! (cd / && "${py}" -c "import weft, torch, numpy") >/dev/null 2>&1; then
+      echo "bench python: ${py} cannot import weft, torch and numpy:" >&2
+      (cd / && "${py}" -c "import weft, torch, numpy") >&2 || true
+      echo "run scripts/test.sh (it installs the weft package into ${python_build}/pyenv) or set" \
+           "WEFT_PYTHON (and WEFT_NATIVE_DIR + PYTHONPATH for a development build)" >&2
+      exit 1
+    fi
+    mxnet_py="${WEFT_MXNET_PYTHON:-${WEFT_MXNET_VENV:-${python_build}/mxnet-venv}/bin/python}"
+    cd /
+    exec "${py}" "${repo}/bench/python/py_bench.py" --mxnet-python "${mxnet_py}" "$@"
     ;;
   -h|--help)
     usage
