@@ -85,6 +85,37 @@ std::vector<NDArray> invoke_py(const std::string& op, const std::vector<NDArray>
   return invoke(parsed, inputs, std::move(options));
 }
 
+// Parsed attributes as a Python object, so weft.op can cache them in a dict keyed by the call's
+// Python values and skip converting them to strings on every call.
+struct ParsedAttrs {
+  std::shared_ptr<const OpAttrs> attrs;
+};
+
+nb::object invoke_parsed(const ParsedAttrs& p, nb::handle inputs_obj, nb::handle out) {
+  // The inputs are a list or tuple of NDArrays (weft.op converts anything else first).
+  if (!PyList_Check(inputs_obj.ptr()) && !PyTuple_Check(inputs_obj.ptr())) {
+    throw nb::type_error("_invoke_parsed: inputs must be a list or tuple of NDArrays");
+  }
+  std::vector<NDArray> inputs;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(inputs_obj.ptr());
+  PyObject** items = PySequence_Fast_ITEMS(inputs_obj.ptr());
+  inputs.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    inputs.push_back(nb::cast<const NDArray&>(nb::handle(items[i])));
+  InvokeOptions options;
+  if (!out.is_none()) {
+    if (nb::isinstance<NDArray>(out)) {
+      options.outputs.push_back(nb::cast<NDArray>(out));
+    } else {
+      options.outputs = nb::cast<std::vector<NDArray>>(out);
+    }
+    for (const NDArray& o : options.outputs) check_inplace_write(o, inputs, "out=");
+  }
+  std::vector<NDArray> outs = invoke(p.attrs, inputs, std::move(options));
+  if (outs.size() == 1) return nb::cast(std::move(outs[0]));
+  return nb::cast(std::move(outs));
+}
+
 // Attribute values that let an op with required params report its inputs and outputs.
 std::string placeholder(const ParamInfo& p) {
   const std::string& t = p.type;
@@ -149,6 +180,18 @@ void init_ops(nb::module_& m) {
         nb::arg("out") = nb::none(), nb::arg("device") = nb::none(),
         "Invokes operator `op` on `inputs` with attributes `attrs` (a dict; values are converted "
         "the way MXNet writes them); returns its visible outputs. Pushed; returns at once.");
+  nb::class_<ParsedAttrs>(m, "_ParsedAttrs");
+  m.def(
+      "_parse_attrs",
+      [](const std::string& op, nb::handle attrs) {
+        return ParsedAttrs{attr_cache().get(op, to_attr_map(attrs))};
+      },
+      nb::arg("op"), nb::arg("attrs") = nb::none(),
+      "Parses an operator's attributes once, for _invoke_parsed.");
+  m.def("_invoke_parsed", &invoke_parsed, nb::arg("attrs"), nb::arg("inputs"),
+        nb::arg("out") = nb::none(),
+        "Invokes with parsed attributes on a list of NDArrays; returns the one visible output, "
+        "or a list when there are several.");
   m.def("_list_ops", []() {
     nb::list out;
     for (const Op* op : OpRegistry::global().list()) out.append(describe(*op));

@@ -104,35 +104,48 @@ def make_function(desc, apply, kind, extra=(("out", None), ("name", None))):
 
     Inputs are taken positionally or by name; trailing None inputs are left out (an op's
     optional inputs, such as bias with no_bias=True). Attributes left at None are not sent, so
-    the operator's own default applies."""
+    the operator's own default applies.
+
+    The function is generated from source with the operator's input names as its parameters, so
+    Python itself binds the arguments: a call costs little more than apply() (a training loop
+    calls these per operator)."""
     op_name = desc["name"]
     names = input_names(desc)
-    py_names = None if names is None else [_py_name(n) for n in names]
-    extra_names = tuple(n for n, _ in extra)
-
-    def fn(*args, **kwargs):
-        ex = {n: kwargs.pop(n, None) for n in extra_names}
-        if py_names is None:
-            inputs = list(args)
-            # The documented rule for variadic operators: num_args counts the inputs given.
-            if "num_args" not in kwargs:
-                kwargs["num_args"] = len(inputs)
-        else:
-            if len(args) > len(py_names):
-                raise TypeError(f"{op_name}() takes {len(py_names)} inputs "
-                                f"({', '.join(names)}), got {len(args)}")
-            inputs = list(args) + [None] * (len(py_names) - len(args))
-            for i, n in enumerate(py_names):
-                if n in kwargs:
-                    if i < len(args):
-                        raise TypeError(f"{op_name}() got input '{n}' twice")
-                    inputs[i] = kwargs.pop(n)
-            while inputs and inputs[-1] is None:
-                inputs.pop()
-        attrs = {k[:-1] if k.endswith("_") and keyword.iskeyword(k[:-1]) else k: v
-                 for k, v in kwargs.items() if v is not None}
-        return apply(op_name, inputs, attrs, **ex)
-
+    extra_names = [n for n, _ in extra]
+    keyword_params = [p["name"] for p in desc["params"] if keyword.iskeyword(p["name"])]
+    fname = _py_name(op_name)
+    if not fname.isidentifier():
+        fname = "op_function"
+    extras_sig = ", ".join(f"{n}=None" for n in extra_names)
+    extras_call = ", ".join(f"{n}={n}" for n in extra_names)
+    lines = []
+    if names is None:
+        lines.append(f"def {fname}(*data, {extras_sig}, **attrs):")
+        lines.append("    inputs = list(data)")
+        # The documented rule for variadic operators: num_args counts the inputs given.
+        lines.append("    if 'num_args' not in attrs:")
+        lines.append("        attrs['num_args'] = len(inputs)")
+    else:
+        py_names = [_py_name(n) for n in names]
+        clash = set(py_names) & set(extra_names)
+        if clash:
+            raise ValueError(f"operator {op_name}: input names {sorted(clash)} clash with "
+                             f"{extra_names}")
+        params = ", ".join(f"{n}=None" for n in py_names)
+        lines.append(f"def {fname}({params + ', ' if params else ''}*, {extras_sig}, **attrs):")
+        lines.append(f"    inputs = [{', '.join(py_names)}]")
+        if py_names:
+            lines.append("    while inputs and inputs[-1] is None:")
+            lines.append("        inputs.pop()")
+    if keyword_params:
+        # Parameters spelt like Python keywords are passed with a trailing underscore.
+        lines.append("    for k in [k for k in attrs if k.endswith('_') and "
+                     "k[:-1] in _KEYWORD_PARAMS]:")
+        lines.append("        attrs[k[:-1]] = attrs.pop(k)")
+    lines.append(f"    return _apply(_OP, inputs, attrs, {extras_call})")
+    scope = {"_apply": apply, "_OP": op_name, "_KEYWORD_PARAMS": set(keyword_params)}
+    exec(compile("\n".join(lines), f"<weft operator {op_name}>", "exec"), scope)  # noqa: S102
+    fn = scope[fname]
     fn.__name__ = _py_name(op_name)
     fn.__qualname__ = fn.__name__
     fn.__doc__ = docstring(desc, kind)

@@ -23,6 +23,7 @@ _module = sys.modules[__name__]
 # Names of this module that operators may not replace.
 _RESERVED = {"refresh", "list", "describe", "NDArray", "np", "sys", "numbers", "builtins"}
 _known_ops: set[str] = set()
+_weft_parsed: dict = {}
 
 
 def _weft_as_input(x, like):
@@ -36,13 +37,34 @@ def _weft_as_input(x, like):
 
 
 def _weft_apply(op_name, inputs, attrs, out=None, name=None):
-    like = next((i for i in inputs if isinstance(i, NDArray)), None)
-    arrays = [_weft_as_input(i, like) if i is not None else _weft._none() for i in inputs]
+    for i in inputs:
+        if type(i) is not NDArray:  # the common case, arrays only, skips the conversion
+            like = next((i for i in inputs if isinstance(i, NDArray)), None)
+            inputs = [_weft_as_input(i, like) if i is not None else _weft._none()
+                      for i in inputs]
+            break
+    # Parsed attributes, cached by the call's own values (Note [Attribute cache] below).
+    key = (op_name, *attrs.items()) if attrs else op_name
+    try:
+        parsed = _weft_parsed[key]
+    except KeyError:
+        if len(_weft_parsed) >= 4096:
+            _weft_parsed.clear()
+        parsed = _weft_parsed[key] = _weft._parse_attrs(op_name, attrs)
+    except TypeError:  # an unhashable value (a list): parse every time
+        parsed = _weft._parse_attrs(op_name, attrs)
     if out is not None:
-        _weft._invoke(op_name, arrays, attrs, out)
+        _weft._invoke_parsed(parsed, inputs, out)
         return out
-    outs = _weft._invoke(op_name, arrays, attrs)
-    return outs[0] if len(outs) == 1 else outs
+    return _weft._invoke_parsed(parsed, inputs)
+
+
+# Note [Attribute cache]: converting attribute values to MXNet's strings and parsing them costs
+# microseconds, more than pushing the operation. Calls in a loop repeat the same values, so the
+# parsed attributes are kept in a dict keyed by (operator, (name, value) pairs in call order).
+# Keys compare by Python equality: equal values of different types (1 and 1.0, True and 1) share
+# the parse of whichever came first, which only makes a call that would have been refused for its
+# spelling (an int parameter given 2.0) succeed. Bounded: cleared at 4096 entries.
 
 
 def _weft_install(desc):
