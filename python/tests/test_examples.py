@@ -23,7 +23,7 @@ def test_mlp_example_learns(tmp_path):
     out = run([EXAMPLES / "mlp_train.py", "--epochs", "2", "--train-size", "6000",
                "--test-size", "500", "--out", tmp_path], tmp_path)
     before = float(re.search(r"before training: test accuracy ([\d.]+)%", out).group(1))
-    after = [float(a) for a in re.findall(r"test accuracy ([\d.]+)%\s+\(", out)]
+    after = [float(a) for a in re.findall(r"loss [\d.]+\s+test accuracy ([\d.]+)%", out)]
     assert before < 25 and after, out
     # Seeded: 48.8% then 58.8% (chance is 10%).
     assert after[-1] > 45 and after[-1] > after[0] > before + 20, out
