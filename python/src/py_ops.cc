@@ -69,18 +69,24 @@ AttrMap to_attr_map(nb::handle attrs) {
   return out;
 }
 
+// Invocation options writing into `out` (None, an NDArray or a list of them), refused while
+// autograd records a write to an array it tracks.
+InvokeOptions with_outputs(nb::handle out, const std::vector<NDArray>& inputs) {
+  InvokeOptions options;
+  if (out.is_none()) return options;
+  if (nb::isinstance<NDArray>(out)) {
+    options.outputs.push_back(nb::cast<NDArray>(out));
+  } else {
+    options.outputs = nb::cast<std::vector<NDArray>>(out);
+  }
+  for (const NDArray& o : options.outputs) check_inplace_write(o, inputs, "out=");
+  return options;
+}
+
 std::vector<NDArray> invoke_py(const std::string& op, const std::vector<NDArray>& inputs,
                                nb::handle attrs, nb::handle out, nb::handle device) {
   auto parsed = attr_cache().get(op, to_attr_map(attrs));
-  InvokeOptions options;
-  if (!out.is_none()) {
-    if (nb::isinstance<NDArray>(out)) {
-      options.outputs.push_back(nb::cast<NDArray>(out));
-    } else {
-      options.outputs = nb::cast<std::vector<NDArray>>(out);
-    }
-    for (const NDArray& o : options.outputs) check_inplace_write(o, inputs, "out=");
-  }
+  InvokeOptions options = with_outputs(out, inputs);
   if (!device.is_none()) options.device = to_device(device);
   return invoke(parsed, inputs, std::move(options));
 }
@@ -102,15 +108,7 @@ nb::object invoke_parsed(const ParsedAttrs& p, nb::handle inputs_obj, nb::handle
   inputs.reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i)
     inputs.push_back(nb::cast<const NDArray&>(nb::handle(items[i])));
-  InvokeOptions options;
-  if (!out.is_none()) {
-    if (nb::isinstance<NDArray>(out)) {
-      options.outputs.push_back(nb::cast<NDArray>(out));
-    } else {
-      options.outputs = nb::cast<std::vector<NDArray>>(out);
-    }
-    for (const NDArray& o : options.outputs) check_inplace_write(o, inputs, "out=");
-  }
+  InvokeOptions options = with_outputs(out, inputs);
   std::vector<NDArray> outs = invoke(p.attrs, inputs, std::move(options));
   if (outs.size() == 1) return nb::cast(std::move(outs[0]));
   return nb::cast(std::move(outs));
