@@ -77,7 +77,7 @@ std::vector<NodePtr> reverse_topological(const std::vector<NodePtr>& roots) {
   std::unordered_set<detail::AutogradNode*> seen;
   std::vector<std::pair<NodePtr, size_t>> stack;
   for (const auto& r : roots) {
-    if (r == nullptr || !r->attrs || seen.count(r.get())) continue;
+    if (r == nullptr || !r->is_call() || seen.count(r.get())) continue;
     seen.insert(r.get());
     stack.emplace_back(r, 0);
     while (!stack.empty()) {
@@ -85,7 +85,7 @@ std::vector<NodePtr> reverse_topological(const std::vector<NodePtr>& roots) {
       detail::AutogradNode* node = top.first.get();
       if (top.second < node->inputs.size()) {
         const auto& e = node->inputs[top.second++].autograd_entry();
-        if (e && e->node && e->node->attrs && !seen.count(e->node.get())) {
+        if (e && e->node && e->node->is_call() && !seen.count(e->node.get())) {
           seen.insert(e->node.get());
           stack.emplace_back(e->node, 0);
         }
@@ -110,6 +110,27 @@ struct KeyHash {
   }
 };
 
+using Pending = std::unordered_map<Key, std::vector<NDArray>, KeyHash>;
+
+// The backward of a recorded function: its gradients join `pending` like an op's.
+void run_function(detail::AutogradNode& node, std::vector<NDArray>& out_grads, Pending& pending) {
+  for (size_t k = 0; k < out_grads.size(); ++k) {
+    if (out_grads[k].is_none()) out_grads[k] = invoke1("zeros_like", {node.outputs[k]});
+  }
+  std::vector<NDArray> grads = node.function(out_grads);
+  WEFT_CHECK(grads.size() == node.inputs.size())
+      << "backward: function '" << node.function_name << "' returned " << grads.size()
+      << " gradients for " << node.inputs.size() << " inputs";
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const auto& e = node.inputs[i].autograd_entry();
+    if (!e || grads[i].is_none()) continue;
+    WEFT_CHECK_AS(ShapeError, grads[i].shape() == node.inputs[i].shape())
+        << "backward: function '" << node.function_name << "' returned a gradient of shape "
+        << grads[i].shape() << " for input " << i << " of shape " << node.inputs[i].shape();
+    pending[{e->node.get(), e->index}].push_back(grads[i].detach());
+  }
+}
+
 // Shared by backward() and grad(): returns the summed gradient of each requested entry.
 std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
                                   const std::vector<NDArray>& head_grads,
@@ -119,7 +140,7 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
       << "backward: " << head_grads.size() << " head gradients for " << heads.size() << " heads";
   autograd::PauseScope pause(train_mode);  // backward ops are not recorded
 
-  std::unordered_map<Key, std::vector<NDArray>, KeyHash> pending;
+  Pending pending;
   std::vector<NodePtr> roots;
   bool any = false;
   for (size_t i = 0; i < heads.size(); ++i) {
@@ -166,6 +187,10 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
       has_grad = has_grad || !out_grads[k].is_none();
     }
     if (!has_grad) continue;
+    if (node->function) {
+      run_function(*node, out_grads, pending);
+      continue;
+    }
     const auto& fgrad = node->attrs->op->attr<FGradient>();
     WEFT_CHECK(static_cast<bool>(fgrad))
         << "backward: " << node->attrs->where()
@@ -187,7 +212,7 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
   for (auto& [k, parts] : pending) leaves.push_back(k);
   for (const Key& k : leaves) {
     NDArray g = take(k);
-    if (!write_leaves || k.node->attrs || k.node->grad_req == GradReq::kNull ||
+    if (!write_leaves || k.node->is_call() || k.node->grad_req == GradReq::kNull ||
         k.node->grad.is_none())
       continue;
     InvokeOptions o;
@@ -204,6 +229,9 @@ std::vector<NDArray> run_backward(const std::vector<NDArray>& heads,
       node->inputs.clear();
       node->outputs.clear();
       node->freed = true;
+      // Drop what the function holds (an executor, Python state); it stays a call node.
+      if (node->function)
+        node->function = [](const std::vector<NDArray>&) { return std::vector<NDArray>{}; };
     }
   }
   std::vector<NDArray> result;
@@ -255,7 +283,7 @@ void NDArray::attach_grad(GradReq req) {
 }
 
 NDArray NDArray::grad() const {
-  if (!autograd_ || autograd_->node->attrs) return NDArray();
+  if (!autograd_ || autograd_->node->is_call()) return NDArray();
   return autograd_->node->grad;
 }
 
@@ -274,7 +302,7 @@ NDArray NDArray::detach() const {
 }
 
 bool NDArray::requires_grad() const {
-  return autograd_ && (autograd_->node->attrs || autograd_->node->grad_req != GradReq::kNull);
+  return autograd_ && (autograd_->node->is_call() || autograd_->node->grad_req != GradReq::kNull);
 }
 
 namespace autograd {
@@ -313,6 +341,29 @@ TrainModeScope::TrainModeScope() : prev_(t_training) { t_training = true; }
 TrainModeScope::~TrainModeScope() { t_training = prev_; }
 PredictModeScope::PredictModeScope() : prev_(t_training) { t_training = false; }
 PredictModeScope::~PredictModeScope() { t_training = prev_; }
+
+bool record_function(std::string name, const std::vector<NDArray>& inputs,
+                     std::vector<NDArray>& outputs, BackwardFunction backward) {
+  WEFT_CHECK(static_cast<bool>(backward))
+      << "record_function '" << name << "': no backward function given";
+  if (!t_recording) return false;
+  bool needs = false;
+  for (const auto& in : inputs) needs = needs || in.requires_grad();
+  if (!needs) return false;
+  auto node = std::make_shared<detail::AutogradNode>();
+  node->function = std::move(backward);
+  node->function_name = std::move(name);
+  node->inputs = inputs;
+  node->is_train = t_training;
+  for (const auto& out : outputs) node->outputs.push_back(out.detach());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto e = std::make_shared<detail::AutogradEntry>();
+    e->node = node;
+    e->index = static_cast<int>(k);
+    outputs[k].set_autograd_entry(std::move(e));
+  }
+  return true;
+}
 
 void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
               bool retain_graph, bool train_mode) {

@@ -2,18 +2,29 @@
 // and backward(), which runs each op's FGradient through an eager GradBuilder.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ndarray/ndarray.h"
 
 namespace weft {
 
+namespace autograd {
+/// The backward of a recorded function (record_function): the gradients of its inputs from those
+/// of its outputs. `out_grads` has one array per output (zeros where nothing flowed back); the
+/// result has one array per input, a none array where an input gets no gradient.
+using BackwardFunction = std::function<std::vector<NDArray>(const std::vector<NDArray>& out_grads)>;
+}  // namespace autograd
+
 namespace detail {
 /// A recorded call (or a leaf). Inputs keep their own entries, so the tape is a DAG reachable from
 /// any result; outputs are held without autograd entries (no cycles).
 struct AutogradNode {
-  std::shared_ptr<const OpAttrs> attrs;  ///< null for a leaf
+  std::shared_ptr<const OpAttrs> attrs;  ///< the op of a recorded call; null otherwise
+  autograd::BackwardFunction function;   ///< a recorded function's backward (record_function)
+  std::string function_name;             ///< for messages
   std::vector<NDArray> inputs;
   std::vector<NDArray> outputs;  ///< every output, hidden ones included
   bool is_train = false;
@@ -21,6 +32,8 @@ struct AutogradNode {
   // Leaf state:
   GradReq grad_req = GradReq::kNull;
   NDArray grad;
+  /// A recorded call or function (has a backward), not a leaf.
+  bool is_call() const { return attrs != nullptr || static_cast<bool>(function); }
 };
 struct AutogradEntry {
   std::shared_ptr<AutogradNode> node;
@@ -80,6 +93,15 @@ class PredictModeScope {
  private:
   bool prev_;
 };
+
+/// Records a computation that did not go through the operator registry (a bound executor, a
+/// user-defined function) as one node of the tape, with `backward` as its gradient: the outputs
+/// get autograd entries, as an op's results would. Records only when recording is on and an input
+/// requires a gradient; returns whether it did. `backward` runs on the thread that calls
+/// backward(), in prediction-or-training mode as backward() was asked, with recording off; it may
+/// invoke ops and return arrays still being computed.
+bool record_function(std::string name, const std::vector<NDArray>& inputs,
+                     std::vector<NDArray>& outputs, BackwardFunction backward);
 
 /// Computes gradients of `heads` with respect to every leaf (attach_grad) they depend on and
 /// writes them into the leaves' grad buffers per grad_req. `head_grads` (one per head; a none

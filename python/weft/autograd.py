@@ -71,3 +71,61 @@ def attach_grad(arrays, grad_req="write"):
     """attach_grad on each array of `arrays`."""
     for a in arrays:
         a.attach_grad(grad_req)
+
+
+class Function:
+    """A differentiable function with a hand-written backward (MXNet's autograd.Function).
+
+    Subclass it and define ``forward(*inputs)`` (runs unrecorded, returns an array or a tuple)
+    and ``backward(*out_grads)`` (one gradient, or None, per input). ``save_for_backward`` keeps
+    arrays for the backward::
+
+        class Sigmoid(weft.autograd.Function):
+            def forward(self, x):
+                y = 1 / (1 + weft.op.exp(-x))
+                self.save_for_backward(y)
+                return y
+
+            def backward(self, dy):
+                (y,) = self.saved_tensors
+                return dy * y * (1 - y)
+
+    An instance is called once per use; under ``record()`` its outputs join the tape.
+    """
+
+    def __init__(self):
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *arrays):
+        """Keeps ``arrays`` for ``backward`` (as ``self.saved_tensors``)."""
+        self.saved_tensors = arrays
+
+    def forward(self, *inputs):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+
+    def backward(self, *out_grads):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__}.backward is not defined")
+
+    def __call__(self, *inputs):
+        from ._weft import NDArray
+        with pause(train_mode=is_training()):
+            result = self.forward(*inputs)
+        single = isinstance(result, NDArray)
+        outputs = [result] if single else list(result)
+        # Outputs that are inputs (or each other) must become distinct arrays to carry entries.
+        seen = {id(x) for x in inputs}
+        for i, o in enumerate(outputs):
+            if id(o) in seen:
+                outputs[i] = o.copy()
+            seen.add(id(outputs[i]))
+        arrays = [x for x in inputs if isinstance(x, NDArray)]
+        if len(arrays) != len(inputs):
+            raise TypeError(f"{type(self).__name__}: every input must be an NDArray")
+
+        def run_backward(grads):
+            r = self.backward(*grads)
+            r = [r] if isinstance(r, NDArray) or r is None else list(r)
+            return r
+
+        _ag.record_function(type(self).__name__, arrays, outputs, run_backward)
+        return outputs[0] if single else tuple(outputs)

@@ -194,5 +194,68 @@ TEST(Autograd, BatchNormUpdatesMovingStatisticsInTrainingOnly) {
   for (double m : values(mean)) EXPECT_NEAR(m, 0.2, 0.08);  // 0.1 * batch mean (≈2)
 }
 
+// A recorded function: y = x * w computed with recording paused (as a bound executor would),
+// its backward given by hand. It composes with recorded ops on both sides.
+TEST(Autograd, RecordedFunctionJoinsTheTape) {
+  auto x = NDArray::from_vector<float>(Shape{3}, {1, -2, 0.5});
+  auto w = NDArray::from_vector<float>(Shape{3}, {3, 4, -1});
+  x.attach_grad();
+  w.attach_grad();
+  NDArray loss;
+  int calls = 0;
+  {
+    autograd::RecordScope record;
+    NDArray x2 = x * 2.0;  // recorded op before the function
+    std::vector<NDArray> outs;
+    {
+      autograd::PauseScope pause(true);
+      outs.push_back(x2 * w);
+    }
+    auto backward = [x2 = x2.detach(), w = w.detach(), &calls](const std::vector<NDArray>& g) {
+      ++calls;
+      return std::vector<NDArray>{g[0] * w, g[0] * x2};
+    };
+    ASSERT_TRUE(autograd::record_function("mul", {x2, w}, outs, backward));
+    loss = op::sum(outs[0] * outs[0]);  // recorded op after it
+  }
+  loss.backward();
+  // loss = sum((2 x w)^2): d/dx = 8 x w^2, d/dw = 8 x^2 w.
+  auto gx = values(x.grad()), gw = values(w.grad());
+  const double xs[] = {1, -2, 0.5}, ws[] = {3, 4, -1};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(gx[i], 8 * xs[i] * ws[i] * ws[i], 1e-4) << i;
+    EXPECT_NEAR(gw[i], 8 * xs[i] * xs[i] * ws[i], 1e-4) << i;
+  }
+  EXPECT_EQ(calls, 1);
+  // The graph was freed: a second backward is refused rather than running the function again.
+  EXPECT_THROW(loss.backward(), Error);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Autograd, RecordedFunctionRecordsOnlyWhenNeededAndChecksItsGradients) {
+  auto x = NDArray::from_vector<float>(Shape{2}, {1, 2});
+  std::vector<NDArray> outs{x * 1.0};
+  auto identity = [](const std::vector<NDArray>& g) { return std::vector<NDArray>{g[0]}; };
+  EXPECT_FALSE(autograd::record_function("id", {x}, outs, identity));  // not recording
+  {
+    autograd::RecordScope record;
+    EXPECT_FALSE(autograd::record_function("id", {x}, outs, identity));  // x needs no grad
+  }
+  x.attach_grad();
+  auto wrong = [](const std::vector<NDArray>&) {
+    return std::vector<NDArray>{NDArray::zeros(Shape{5}, DType::kFloat32)};
+  };
+  {
+    autograd::RecordScope record;
+    EXPECT_TRUE(autograd::record_function("wrong_shape", {x}, outs, wrong));
+  }
+  try {
+    outs[0].backward();
+    FAIL() << "a gradient of the wrong shape was accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong_shape"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace weft
