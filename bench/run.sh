@@ -12,11 +12,14 @@
 # the same weights), ffi (weft_ffi_bench: foreign C operations pushed through the C ABI against
 # native C++ pushes on the same engine, and DLPack round trips; then weft_ffi_so_bench, the same
 # C calls through libweft_c.so), python (bench/python/py_bench.py: weft's Python package against
-# PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below). A new suite adds one
-# arm to each of the two case statements below; python builds nothing and runs from the first.
+# PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below), train
+# (bench/python/train_bench.py: a hybridized weft.nn ResNet-18 training step against PyTorch's).
+# A new suite adds one arm to each of the two case statements below; python and train build
+# nothing and run from the first.
 #
-# The python suite runs the package scripts/test.sh installs into the venv <build>/pyenv (build:
-# WEFT_BUILD_DIR, default <repo>/build); run scripts/test.sh first. Overrides:
+# The python and train suites run the package scripts/test.sh installs into the venv
+# <build>/pyenv (build: WEFT_BUILD_DIR, default <repo>/build); run scripts/test.sh first.
+# Overrides:
 #   WEFT_PYTHON        the interpreter to use instead (it must import weft, torch and numpy); with
 #                      WEFT_NATIVE_DIR=<extension build folder> and PYTHONPATH=<repo>/python it
 #                      runs an uninstalled development build of the package
@@ -31,7 +34,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python"
+suites="engine memory ops planner replay ffi python train"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -76,7 +79,7 @@ case "${suite}" in
   ffi)
     target="weft_ffi_bench weft_ffi_so_bench"
     ;;
-  python)
+  python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
     repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
     python_build="${WEFT_BUILD_DIR:-${repo}/build}"
@@ -111,6 +114,9 @@ case "${suite}" in
     fi
     mxnet_py="${WEFT_MXNET_PYTHON:-${WEFT_MXNET_VENV:-${python_build}/mxnet-venv}/bin/python}"
     cd /
+    if [[ "${suite}" == train ]]; then
+      exec "${py}" "${repo}/bench/python/train_bench.py" "$@"
+    fi
     exec "${py}" "${repo}/bench/python/py_bench.py" --mxnet-python "${mxnet_py}" "$@"
     ;;
   -h|--help)
