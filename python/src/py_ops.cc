@@ -114,6 +114,8 @@ nb::object invoke_parsed(const ParsedAttrs& p, nb::handle inputs_obj, nb::handle
   return nb::cast(std::move(outs));
 }
 
+std::vector<std::string> enum_choices(const std::string& t);
+
 // Attribute values that let an op with required params report its inputs and outputs.
 std::string placeholder(const ParamInfo& p) {
   const std::string& t = p.type;
@@ -123,13 +125,69 @@ std::string placeholder(const ParamInfo& p) {
       t.find("double") != std::string::npos || t.find("long") != std::string::npos) {
     return "1";
   }
-  // An enumeration lists its choices as {'a', 'b'}: take the first.
+  // An enumeration lists its choices as {'a', 'b'} or {a|b}: take the first.
   auto open = t.find('\'');
   if (open != std::string::npos) {
     auto close = t.find('\'', open + 1);
     if (close != std::string::npos) return t.substr(open + 1, close - open - 1);
   }
-  return "1";
+  std::vector<std::string> choices = enum_choices(t);
+  return choices.empty() ? "1" : choices.front();
+}
+
+// The choices of an enumeration written {a|b|c} (empty for other types).
+std::vector<std::string> enum_choices(const std::string& t) {
+  std::vector<std::string> out;
+  if (t.empty() || t.front() != '{' || t.find('|') == std::string::npos) return out;
+  size_t start = 1;
+  while (start < t.size()) {
+    size_t end = t.find_first_of("|}", start);
+    if (end == std::string::npos) break;
+    out.push_back(t.substr(start, end - start));
+    start = end + 1;
+    if (t[end] == '}') break;
+  }
+  return out;
+}
+
+// The widest input list of an op whose inputs depend on its attributes (a bias unless no_bias,
+// LSTM's cell state, a sequence_length input): the generated functions take every input
+// positionally and drop trailing None, so the widest list serves every attribute choice.
+std::vector<std::string> widest_inputs(const Op& op, const AttrMap& fill) {
+  std::vector<AttrMap> candidates{fill};
+  for (const ParamInfo& p : op.param_info_list()) {
+    if (p.name == "no_bias") {
+      candidates.push_back(fill);
+      candidates.back()["no_bias"] = "False";
+    } else if (p.name == "use_sequence_length") {
+      candidates.push_back(fill);
+      candidates.back()["use_sequence_length"] = "True";
+    }
+    if (p.required) {
+      for (const std::string& c : enum_choices(p.type)) {
+        candidates.push_back(fill);
+        candidates.back()[p.name] = c;
+      }
+    }
+  }
+  // Options that add inputs combine: apply every widening choice that helped, in turn.
+  std::vector<std::string> best = op.input_names(op.make_attrs(fill));
+  AttrMap acc = fill;
+  for (const AttrMap& c : candidates) {
+    AttrMap trial = acc;
+    for (const auto& [k, v] : c) {
+      if (fill.count(k) == 0 || fill.at(k) != v) trial[k] = v;
+    }
+    try {
+      std::vector<std::string> names = op.input_names(op.make_attrs(trial));
+      if (names.size() > best.size()) {
+        best = std::move(names);
+        acc = std::move(trial);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return best;
 }
 
 nb::dict describe(const Op& op) {
@@ -157,7 +215,7 @@ nb::dict describe(const Op& op) {
   nb::object outputs = nb::none();
   try {
     OpAttrs a = op.make_attrs(fill);
-    inputs = nb::cast(op.input_names(a));
+    inputs = nb::cast(widest_inputs(op, fill));
     outputs = nb::cast(op.output_names(a));
     d["num_visible_outputs"] = op.num_visible_outputs(a);
   } catch (const std::exception&) {
