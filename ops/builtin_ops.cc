@@ -13,6 +13,8 @@ void register_builtin_ops(OpRegistry& r) {
   register_nn_norm_ops(r);
   register_rnn_ops(r);
   register_init_ops(r);
+  register_optimizer_ops(r);
+  register_pick_ops(r);
 }
 
 }  // namespace weft::detail

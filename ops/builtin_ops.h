@@ -14,6 +14,10 @@ void register_nn_dnnl_ops(OpRegistry& r);   // ops/nn_conv.cc: Convolution, Pool
 void register_nn_norm_ops(OpRegistry& r);   // ops/nn_norm.cc: BatchNorm, softmax, Dropout, ...
 void register_rnn_ops(OpRegistry& r);       // ops/rnn.cc: the fused RNN
 void register_init_ops(OpRegistry& r);      // ops/init_ops.cc: zeros, ones, arange, random
+// ops/optimizer.cc: sgd_update, sgd_mom_update, adam_update, adamw_update
+void register_optimizer_ops(OpRegistry& r);
+// ops/pick.cc: pick, one_hot
+void register_pick_ops(OpRegistry& r);
 
 }  // namespace detail
 }  // namespace weft

@@ -1,5 +1,5 @@
 """Cases for the softmax family and loss layers (SoftmaxOutput, regression outputs, CTCLoss), the
-fused RNN, and the creation and random operators."""
+fused RNN, the creation and random operators, the optimizer updates, pick and one_hot."""
 from __future__ import annotations
 
 import numpy as np
@@ -244,9 +244,86 @@ def add_creation(b):
           skip_compare=("out0",), check=random_statistics("normal", 0.5, 2.0, shape))
 
 
+def adamw_call(weight, grad, mean, var, **attrs):
+    """MXNet 1.9.1's contrib adamw_update takes rescale_grad as a (1,) array input; weft's
+    adamw_update takes it as a scalar parameter."""
+    import mxnet as mx
+    rescale = float(attrs.pop("rescale_grad", 1.0))
+    return mx.nd.contrib.adamw_update(weight, grad, mean, var, mx.nd.array([rescale]), **attrs)
+
+
+def add_optimizers(b):
+    # One step each, from non-zero states (a later step's situation); the states are updated in
+    # place by both libraries and compared after the call (dump). Gradients in [-2, 2]: with
+    # rescale_grad 1.5 and clip_gradient 0.7 most of them are clipped.
+    shape = (4, 6)
+    scaled = {"wd": 0.05, "rescale_grad": 1.5, "clip_gradient": 0.7}
+    for name, attrs in (("plain", {"lr": 0.1}), ("wd_rescale_clip", {"lr": 0.05, **scaled}),
+                        ("clip_zero", {"lr": 0.1, "wd": 0.2, "clip_gradient": 0}),
+                        ("lazy_update", {"lr": 0.1, "lazy_update": False})):
+        b.add("sgd_update", name, [b.u(*shape), b.u(*shape)], attrs, backward=False)
+    for name, attrs in (("plain", {"lr": 0.1, "momentum": 0.9}),
+                        ("wd_rescale_clip", {"lr": 0.05, "momentum": 0.8, **scaled}),
+                        ("no_momentum", {"lr": 0.1})):
+        b.add("sgd_mom_update", name, [b.u(*shape), b.u(*shape), b.u(*shape, low=-0.5, high=0.5)],
+              attrs, backward=False, dump=[2])
+    for name, attrs in (("plain", {"lr": 0.01}),
+                        ("wd_rescale_clip", {"lr": 0.02, "beta1": 0.85, "beta2": 0.99, "epsilon": 1e-6,
+                                             **scaled})):
+        inputs = [b.u(*shape), b.u(*shape), b.u(*shape, low=-0.5, high=0.5), b.u(*shape, low=0.0, high=0.5)]
+        b.add("adam_update", name, inputs, attrs, backward=False, dump=[2, 3])
+        b.add("adamw_update", name, inputs, {"eta": 0.6, **attrs}, backward=False, dump=[2, 3],
+              mx_call=adamw_call)
+
+
+def pick_index(b, shape, n):
+    """Index values in [-2n, 2n), some fractional, for clip and wrap alike."""
+    idx = b.rng.integers(-2 * n, 2 * n, size=shape).astype(np.float32)
+    return np.where(b.rng.uniform(size=shape) < 0.3, idx + np.float32(0.5), idx).astype(np.float32)
+
+
+def add_pick(b):
+    x = b.u(3, 4, 5)
+    for axis in (0, 1, 2, -1, -2):
+        for keepdims in (False, True):
+            for mode in ("clip", "wrap"):
+                shape = list(x.shape)
+                n = shape[axis]
+                if keepdims:
+                    shape[axis] = 1
+                else:
+                    del shape[axis]
+                b.add("pick", f"axis={axis},keepdims={keepdims},{mode}", [x, pick_index(b, tuple(shape), n)],
+                      {"axis": axis, "keepdims": keepdims, "mode": mode}, grad=[0])
+    labels = b.rng.integers(0, 6, size=(5,)).astype(np.int32)
+    b.add("pick", "default_int32_index", [b.u(5, 6), labels], {}, grad=[0])
+    b.add("pick", "1d", [b.u(7), np.array([3.0], np.float32)], {"axis": 0}, grad=[0])
+    # MXNet 1.9.1 rejects axis=None ("not supported by pick yet"); weft picks from the flattened
+    # data, checked against numpy
+    flat = b.u(3, 4)
+    b.add("pick", "axis_None", [flat, np.array([7.0], np.float32)], {"axis": "None"}, backward=False,
+          reference=lambda inputs: [inputs[0].reshape(-1)[[7]]])
+
+
+def add_one_hot(b):
+    # negative, out-of-range and fractional indices (truncated toward zero)
+    idx = np.array([[0, -1, 3], [4, 2.7, -0.5]], np.float32)
+    b.add("one_hot", "out_of_range", [idx], {"depth": 4}, backward=False)
+    b.add("one_hot", "on_off", [idx], {"depth": 5, "on_value": 2.5, "off_value": -1}, backward=False)
+    b.add("one_hot", "int32_out", [b.rng.integers(-2, 8, size=(6,)).astype(np.int32)],
+          {"depth": 6, "dtype": "int32"}, backward=False)
+    b.add("one_hot", "float64_out", [b.rng.integers(0, 3, size=(2, 2, 3)).astype(np.float32)],
+          {"depth": 3, "dtype": "float64"}, backward=False)
+
+
 def add_cases(b):
     add_softmax(b)
     add_softmax_output(b)
     add_ctc(b)
     add_rnn(b)
     add_creation(b)
+    # Appended last: every case draws from the shared generator, so cases added before others
+    # would change those cases' inputs.
+    add_optimizers(b)
+    add_pick(b)
+    add_one_hot(b)
