@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI stage: weft against real MXNet 1.9.1. Sets up the MXNet venv (skipped, with the reason
 # printed, only when PyPI cannot be reached), then runs the operator check (ops_check.py with
-# weft_op_driver) and the model check (models_check.py with the weft CLI).
+# weft_op_driver), the model check (models_check.py with the weft CLI) and the weft.nn export
+# check (nn_export_check.py: models built from layers, exported, loaded and run by MXNet; it uses
+# the weft Python package in BUILD_DIR/pyenv, or WEFT_PYTHON).
 #
 #   tests/mxnet/run.sh BUILD_DIR [OUT_DIR]
 #
@@ -50,5 +52,22 @@ fi
 echo "== MXNet 1.9.1 vs weft: models at batch 1 =="
 timeout 900 "$py" "$root/tests/mxnet/models_check.py" --weft "$build/tools/weft" --out "$out/models" \
   || status=1
+
+# weft.nn's export (model.export) loaded by MXNet: needs weft's Python package, which
+# scripts/test.sh (scripts/python_test.sh) installs into BUILD_DIR/pyenv; WEFT_PYTHON overrides.
+# Skipped, with the reason printed, when that Python is absent; a Python that cannot import
+# weft.nn fails the stage (the package is broken, not missing).
+weft_py="${WEFT_PYTHON:-$build/pyenv/bin/python}"
+if [ ! -x "$weft_py" ]; then
+  echo "== MXNet 1.9.1 vs weft: weft.nn export: SKIPPED (no weft Python at $weft_py; run" \
+    "scripts/test.sh or set WEFT_PYTHON) =="
+elif ! (cd / && "$weft_py" -c "import weft.nn"); then
+  echo "== MXNet 1.9.1 vs weft: weft.nn export: FAILED ($weft_py cannot import weft.nn) =="
+  status=1
+else
+  echo "== MXNet 1.9.1 vs weft: weft.nn export =="
+  timeout 600 "$py" "$root/tests/mxnet/nn_export_check.py" --weft-python "$weft_py" \
+    --mxnet-python "$py" --out "$out/nn-export" || status=1
+fi
 
 exit "$status"
