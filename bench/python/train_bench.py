@@ -42,7 +42,9 @@ def weft_step_fn(batch, size, seed=0):
 
     def step():
         loss, _ = trainer.step(x, y)
-        return loss.item()
+        value = loss.item()
+        weft.waitall()  # the backward and the updates too, not only the loss
+        return value
 
     return step, params, model
 
@@ -104,14 +106,18 @@ def torch_step_fn(batch, size, weft_params):
     return step
 
 
-def timed(step, warmup, reps):
-    losses = [step() for _ in range(warmup)]
-    times = []
+def timed_pair(step_a, step_b, warmup, reps):
+    """Medians of both steps, timed alternately (a, b, a, b, ...) so that a slow spell of the
+    machine falls on both."""
+    losses_a = [step_a() for _ in range(warmup)]
+    losses_b = [step_b() for _ in range(warmup)]
+    times_a, times_b = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
-        losses.append(step())
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), losses
+        for step, times, losses in ((step_a, times_a, losses_a), (step_b, times_b, losses_b)):
+            t0 = time.perf_counter()
+            losses.append(step())
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times_a), losses_a, statistics.median(times_b), losses_b
 
 
 def main():
@@ -133,8 +139,7 @@ def main():
           f"{weft.__version__}, PyTorch {torch.__version__} ({args.threads} threads)")
     weft_step, params, _ = weft_step_fn(batch, size)
     torch_step = torch_step_fn(batch, size, params)
-    w_ms, w_losses = timed(weft_step, warmup, reps)
-    t_ms, t_losses = timed(torch_step, warmup, reps)
+    w_ms, w_losses, t_ms, t_losses = timed_pair(weft_step, torch_step, warmup, reps)
     # The first losses are on the same weights and batch: they agree unless a model is wrong.
     print(f"first-step loss: weft {w_losses[0]:.5f} torch {t_losses[0]:.5f}")
     if not np.isfinite(w_losses).all() or abs(w_losses[0] - t_losses[0]) > 1e-2 * abs(
