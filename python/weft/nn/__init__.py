@@ -14,7 +14,7 @@ writes MXNet's checkpoint files; ``nn.Trainer`` trains with ``nn.SGD``, ``nn.Ada
 """
 from . import init, models
 from .combinators import Concat, Lambda, Parallel, Residual, Sequential
-from .export import SymbolLayer, import_model
+from .symbol_layer import SymbolLayer, import_model
 from .layer import Context, Layer, Parameters
 from .layers import (GELU, Activation, AvgPool1D, AvgPool2D, AvgPool3D, BatchNorm, Conv1D,
                      Conv2D, Conv2DTranspose, Conv3D, Dense, Dropout, Embedding, Flatten,

@@ -9,8 +9,6 @@ their agreement by construction.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .. import _weft, autograd
@@ -18,6 +16,11 @@ from .. import op as _op
 from .. import sym as _sym
 from ..ndarray import asarray
 from . import init as _init
+from .checkpoint import export as _export
+from .hybrid import CachedGraph
+from .shapes import input_names as _input_names
+from .shapes import input_shapes
+from .summary import summary as _summary
 
 __all__ = ["Layer", "Parameters", "Context"]
 
@@ -81,37 +84,6 @@ class Context:
         if self.symbolic:
             return getattr(_sym, op_name)(*inputs, name=f"{layer.name}{suffix}", **attrs)
         return getattr(_op, op_name)(*inputs, **attrs)
-
-
-def _is_shape(x):
-    return isinstance(x, (tuple, list)) and all(d is None or isinstance(d, numbers.Integral)
-                                                for d in x)
-
-
-def input_shapes(inputs):
-    """Normalises what ``init`` accepts into a list of shapes (None or 0 where deferred):
-    a shape, an array (NumPy or weft), a dict of name -> shape, or a list of those."""
-    if isinstance(inputs, dict):
-        return [tuple(_one_shape(v)) for v in inputs.values()]
-    if _is_shape(inputs) and not isinstance(inputs, list):
-        return [tuple(inputs)]
-    if isinstance(inputs, (list, tuple)):
-        if _is_shape(inputs) and inputs and not any(isinstance(d, (list, tuple)) for d in inputs):
-            return [tuple(inputs)]
-        return [tuple(_one_shape(v)) for v in inputs]
-    return [tuple(_one_shape(inputs))]
-
-
-def _one_shape(v):
-    if hasattr(v, "shape"):
-        return tuple(int(d) for d in v.shape)
-    if _is_shape(v):
-        return tuple(v)
-    raise TypeError(f"init: expected a shape, an array or a dict of them, got {type(v).__name__}")
-
-
-def _input_names(n):
-    return ["data"] if n == 1 else [f"data{i}" for i in range(n)]
 
 
 class Layer:
@@ -258,7 +230,6 @@ class Layer:
         """Runs the model as one bound graph from the next call on: traced once, bound per input
         shape (a new batch size binds again; bound executors are kept), with the memory plan and
         inference fusion. Outputs and gradients equal the imperative path's. Returns self."""
-        from .hybrid import CachedGraph
         self._hybrid = CachedGraph(self, fuse=fuse) if active else None
         return self
 
@@ -267,14 +238,12 @@ class Layer:
         """Writes ``<prefix>-symbol.json`` and ``<prefix>-<epoch:04d>.params`` in MXNet's format
         (``mx.sym.load`` and ``mx.nd.load`` read them; inputs are named ``data``). Returns the
         two paths."""
-        from .export import export
-        return export(self, params if params is not None else self._params, prefix, epoch,
-                      num_inputs)
+        return _export(self, params if params is not None else self._params, prefix, epoch,
+                       num_inputs)
 
     def summary(self, inputs, params=None):
         """A table of layers, output shapes and parameter counts (a string)."""
-        from .summary import summary
-        return summary(self, inputs, params)
+        return _summary(self, inputs, params)
 
     def __repr__(self):
         kids = self.children()

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from .layer import input_shapes
+from .shapes import input_shapes
 
 
 def _output_name(layer, outputs):
