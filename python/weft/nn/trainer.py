@@ -106,7 +106,8 @@ class Trainer:
         x = x if hasattr(x, "detach") else asarray(x)
         y = y if hasattr(y, "detach") else asarray(y)
         if self.params is None:  # deferred: the model's own, made at its first call
-            self.model.initialize() if self.model._init_seed is None else None
+            if self.model._init_seed is None:
+                self.model.initialize()
             with autograd.pause():
                 self.model(x)
             self.params = self.model.params
