@@ -35,11 +35,7 @@ std::vector<NDArray> head_grads_of(nb::handle grads, size_t n) {
 // the interpreter is finalizing.
 std::shared_ptr<PyObject> hold(nb::handle obj) {
   return std::shared_ptr<PyObject>(obj.inc_ref().ptr(), [](PyObject* p) {
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing()) return;
-#else
-    if (_Py_IsFinalizing()) return;
-#endif
+    if (interpreter_finalizing()) return;
     nb::gil_scoped_acquire gil;
     Py_DECREF(p);
   });

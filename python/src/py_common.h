@@ -43,4 +43,13 @@ void init_io(nb::module_& m);
 NDArray to_array(nb::handle value, Device device, const DType* dtype);
 void init_runtime(nb::module_& m);
 
+/// Whether the interpreter is shutting down (a thread asking for the GIL then never gets it).
+inline bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 }  // namespace weft::py

@@ -169,14 +169,6 @@ nb::dict kwargs_of(const PyOpDef& d, const OpAttrs& a) {
   return kwargs;
 }
 
-bool interpreter_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
 // Turns the Python exception `e` into a PythonOpError, so that the wait observing the failure
 // raises the same exception type: "op 'name': TypeName: message" and the last traceback lines.
 [[noreturn]] void throw_python_op_error(const PyOpDef& d, const char* stage, nb::python_error& e) {

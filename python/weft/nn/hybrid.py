@@ -56,8 +56,7 @@ class CachedGraph:
             raise KeyError(f"{type(self.layer).__name__} '{self.layer.name}': parameters "
                            f"missing from params: {', '.join(missing)}")
         recording = autograd.is_recording()
-        grad_names = [p for p in param_names if recording and params[p].requires_grad] \
-            if recording else []
+        grad_names = [p for p in param_names if params[p].requires_grad] if recording else []
         input_grads = [recording and x.requires_grad for x in xs]
         needs_grad = bool(grad_names) or any(input_grads)
         key = (tuple(tuple(x.shape) for x in xs), tuple(str(x.dtype) for x in xs), bool(train),
