@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/profiler.h"
 #include "graph/executor.h"
+#include "graph/init_values.h"
 #include "graph/json.h"
 #include "ndarray/io.h"
 #include "ndarray/runtime.h"
@@ -147,10 +148,7 @@ int run_replay(const ReplayOptions& o) {
         << " or aux:" << name << ")";
     // Each variable's values depend only on the seed and its name, so a run with --params (and
     // the same seed) sees the same inputs as the run that saved them.
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-    Runtime::get().seed(o.seed * 0x9E3779B97F4A7C15ull ^ h);
-    init_variable(name, is_input, dst);
+    graph::init_variable_seeded(o.seed, name, is_input, dst);
   }
 
   if (o.dump) {

@@ -11,35 +11,6 @@
 
 namespace weft::tools {
 
-namespace {
-bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
-}  // namespace
-
-void init_variable(const std::string& name, bool is_input, NDArray& dst) {
-  const Shape& s = dst.shape();
-  double low = -0.1, high = 0.1;
-  if (is_input) {
-    low = -1, high = 1;
-  } else if (ends_with(name, "moving_var") || ends_with(name, "running_var")) {
-    low = 0.5, high = 1.5;
-  } else if (ends_with(name, "moving_mean") || ends_with(name, "running_mean")) {
-    low = -0.1, high = 0.1;
-  } else if (ends_with(name, "gamma")) {
-    low = 0.8, high = 1.2;
-  } else if (s.ndim() >= 2) {
-    int64_t fan_in = 1;
-    for (int i = 1; i < s.ndim(); ++i) fan_in *= s[i];
-    const double a = std::sqrt(6.0 / static_cast<double>(std::max<int64_t>(fan_in, 1)));
-    low = -a, high = a;
-  }
-  if (dst.dtype() == DType::kFloat32 || dst.dtype() == DType::kFloat64 ||
-      dst.dtype() == DType::kFloat16) {
-    NDArray::uniform(s, low, high, dst.dtype(), dst.device()).copy_to(dst);
-  } else {
-    NDArray::zeros(s, dst.dtype(), dst.device()).copy_to(dst);
-  }
-}
-
 CompareResult compare_outputs(const std::vector<NDArray>& outputs, const std::string& dir,
                               double rtol, double atol) {
   CompareResult r;

@@ -1,4 +1,4 @@
-// Helpers shared by the graph subcommands: deterministic initialisation, output comparison
+// Helpers shared by the graph subcommands: output comparison
 // (input specs: tools/cli_util.h).
 #pragma once
 
@@ -9,11 +9,6 @@
 #include "ndarray/ndarray.h"
 
 namespace weft::tools {
-
-/// Fills a variable deterministically (from the runtime's seed): inputs uniform in [-1, 1);
-/// weights He-uniform over their fan-in; BatchNorm gamma near 1, beta and biases near 0, moving
-/// variances in [0.5, 1.5) (positive), moving means near 0.
-void init_variable(const std::string& name, bool is_input, NDArray& dst);
 
 struct CompareResult {
   bool ok = true;

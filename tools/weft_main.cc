@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   commands.push_back(weft::tools::add_plan_command(app));
   commands.push_back(weft::tools::add_replay_command(app));
   commands.push_back(weft::tools::add_model_command(app));
+#ifdef WEFT_HAVE_SERVE
+  commands.push_back(weft::tools::add_serve_command(app));
+#endif
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -1,0 +1,267 @@
+// Dynamic batching (see batcher.h).
+#include "serve/batcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "graph/executor.h"
+#include "serve/metrics.h"
+
+namespace weft::serve {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<HostTensor> validate_inputs(const Model& model,
+                                        std::vector<std::pair<std::string, HostTensor>> named) {
+  const auto& specs = model.config.inputs;
+  for (const auto& [name, t] : named) {
+    const bool known =
+        std::any_of(specs.begin(), specs.end(), [&](const InputSpec& s) { return s.name == name; });
+    if (!known) {
+      std::string list;
+      for (const InputSpec& s : specs) list += (list.empty() ? "'" : ", '") + s.name + "'";
+      WEFT_THROW(ValueError) << "model '" << model.name << "' has no input '" << name
+                             << "' (inputs: " << list << ")";
+    }
+  }
+  std::vector<HostTensor> ordered;
+  int64_t rows = -1;
+  for (const InputSpec& spec : specs) {
+    auto it = std::find_if(named.begin(), named.end(),
+                           [&](const auto& p) { return p.first == spec.name; });
+    WEFT_CHECK(it != named.end()) << "input '" << spec.name << "' is missing";
+    WEFT_CHECK(std::count_if(named.begin(), named.end(),
+                             [&](const auto& p) { return p.first == spec.name; }) == 1)
+        << "input '" << spec.name << "' is given twice";
+    HostTensor& t = it->second;
+    bool ok = t.shape.ndim() == spec.shape.ndim();
+    for (int d = 1; ok && d < spec.shape.ndim(); ++d) ok = t.shape[d] == spec.shape[d];
+    WEFT_CHECK(ok) << "input '" << spec.name << "' has shape " << t.shape.to_string()
+                   << ", expected " << spec.shape.to_string() << " (-1: the batch, 1 to "
+                   << model.config.max_batch << " rows)";
+    WEFT_CHECK(t.rows() >= 1 && t.rows() <= model.config.max_batch)
+        << "input '" << spec.name << "' has " << t.rows() << " rows; model '" << model.name
+        << "' takes 1 to " << model.config.max_batch << " per request";
+    WEFT_CHECK(rows < 0 || rows == t.rows())
+        << "input '" << spec.name << "' has " << t.rows() << " rows, the other inputs " << rows;
+    rows = t.rows();
+    ordered.push_back(std::move(t));
+  }
+  return ordered;
+}
+
+Batcher::Batcher(std::shared_ptr<const Model> model, bool batching, Metrics* metrics)
+    : batching_(batching), metrics_(metrics), model_(std::move(model)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Batcher::~Batcher() { stop(); }
+
+std::shared_ptr<const Model> Batcher::model() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return model_;
+}
+
+void Batcher::set_model(std::shared_ptr<const Model> model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  model_ = std::move(model);
+}
+
+Admit Batcher::submit(InferRequest&& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Admit::kStopped;
+  if (static_cast<int64_t>(queue_.size()) >= model_->config.queue_capacity)
+    return Admit::kQueueFull;
+  queue_.push_back(std::move(request));
+  if (metrics_) metrics_->queue_depth(model_->name, static_cast<int64_t>(queue_.size()));
+  cv_.notify_one();
+  return Admit::kQueued;
+}
+
+void Batcher::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Batcher::depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(queue_.size());
+}
+
+void Batcher::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping, nothing left
+    std::shared_ptr<const Model> model = model_;
+    const bool combine = batching_ && model->batchable;
+    const int64_t max_rows = model->config.max_batch;
+    // Wait for more requests until the batch is full or the first request's delay ran out.
+    const auto deadline =
+        queue_.front().arrival +
+        std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double, std::milli>(model->config.max_delay_ms));
+    // Full: the queued requests reach max_rows, or the next one would not fit.
+    auto full = [&] {
+      int64_t rows = 0;
+      for (const InferRequest& r : queue_) {
+        if (rows + r.rows() > max_rows) return true;
+        rows += r.rows();
+      }
+      return rows >= max_rows;
+    };
+    if (combine) cv_.wait_until(lock, deadline, [&] { return stopping_ || full(); });
+    std::vector<InferRequest> batch;
+    int64_t rows = 0;
+    while (!queue_.empty() &&
+           (batch.empty() || (combine && rows + queue_.front().rows() <= max_rows))) {
+      rows += queue_.front().rows();
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    if (metrics_) metrics_->queue_depth(model->name, static_cast<int64_t>(queue_.size()));
+    lock.unlock();
+    run(batch, model);
+    lock.lock();
+  }
+}
+
+graph::Executor& Batcher::executor_for(const Model& model, int64_t rows) {
+  for (auto it = executors_.begin(); it != executors_.end(); ++it) {
+    if (it->first == rows) {
+      executors_.splice(executors_.begin(), executors_, it);
+      return *executors_.front().second;
+    }
+  }
+  graph::BindOptions bo;
+  bo.device = model.device;
+  for (const InputSpec& in : model.config.inputs) bo.inputs.shapes[in.name] = in.shape;
+  bo.inputs.batch = rows;
+  executors_.emplace_front(rows, graph::Executor::bind(model.graph, bo, model.args, model.aux));
+  while (static_cast<int>(executors_.size()) > model.config.max_cached_executors)
+    executors_.pop_back();
+  return *executors_.front().second;
+}
+
+void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const Model>& model) {
+  const auto start = Clock::now();
+  std::vector<double> waits;
+  for (const InferRequest& r : batch) {
+    waits.push_back(std::chrono::duration<double>(start - r.arrival).count());
+  }
+  auto fail_all = [&](int status, const std::string& message) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      InferReply reply;
+      reply.status = status;
+      reply.error = message;
+      reply.model = model;
+      reply.queue_seconds = waits[i];
+      batch[i].done(std::move(reply));
+    }
+  };
+  // A reload between validation and now may have changed the inputs' shapes.
+  std::vector<InferRequest> fitting;
+  std::vector<double> fitting_waits;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    bool ok = batch[i].inputs.size() == model->config.inputs.size();
+    for (size_t k = 0; ok && k < batch[i].inputs.size(); ++k) {
+      const Shape& want = model->config.inputs[k].shape;
+      const Shape& got = batch[i].inputs[k].shape;
+      ok = got.ndim() == want.ndim();
+      for (int d = 1; ok && d < want.ndim(); ++d) ok = got[d] == want[d];
+    }
+    if (ok) {
+      fitting.push_back(std::move(batch[i]));
+      fitting_waits.push_back(waits[i]);
+      continue;
+    }
+    InferReply reply;
+    reply.status = 400;
+    reply.error = "model '" + model->name + "' was reloaded (version " +
+                  std::to_string(model->version) +
+                  ") with other input shapes; send the request again";
+    reply.model = model;
+    batch[i].done(std::move(reply));
+  }
+  batch = std::move(fitting);
+  waits = std::move(fitting_waits);
+  if (batch.empty()) return;
+  int64_t rows = 0;
+  for (const InferRequest& r : batch) rows += r.rows();
+  if (metrics_) metrics_->batch(model->name, rows, waits);
+
+  std::vector<HostTensor> outputs;
+  try {
+    if (bound_model_ != model) {
+      executors_.clear();
+      bound_model_ = model;
+    }
+    graph::Executor& exec = executor_for(*model, rows);
+    for (size_t k = 0; k < model->config.inputs.size(); ++k) {
+      NDArray dst = exec.arg(model->config.inputs[k].name);
+      const size_t row_floats = static_cast<size_t>(dst.size() / rows);
+      std::vector<float> staging;
+      float* out = nullptr;
+      const bool host = dst.device().type == DeviceType::kCPU;
+      if (host) {
+        dst.wait_to_write();
+        out = static_cast<float*>(dst.raw_data());
+      } else {
+        staging.resize(static_cast<size_t>(dst.size()));
+        out = staging.data();
+      }
+      for (const InferRequest& r : batch) {
+        const HostTensor& t = r.inputs[k];
+        std::memcpy(out, t.data.data(), t.data.size() * sizeof(float));
+        out += static_cast<size_t>(t.rows()) * row_floats;
+      }
+      if (!host) NDArray::from_host(staging.data(), dst.shape(), DType::kFloat32).copy_to(dst);
+    }
+    exec.forward(false);
+    for (const NDArray& o : exec.outputs()) {
+      HostTensor t;
+      t.shape = o.shape();
+      if (o.dtype() == DType::kFloat32) {
+        t.data = o.to_vector<float>();
+      } else {
+        const std::vector<double> d = o.to_doubles();
+        t.data.assign(d.begin(), d.end());
+      }
+      outputs.push_back(std::move(t));
+    }
+  } catch (const std::exception& e) {
+    fail_all(500, std::string("model '") + model->name + "' failed to run: " + e.what());
+    return;
+  }
+  // Split the outputs back, row for row (a batch of one request gets them whole).
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    InferReply reply;
+    reply.model = model;
+    reply.queue_seconds = waits[i];
+    const int64_t n = batch[i].rows();
+    for (const HostTensor& o : outputs) {
+      if (batch.size() == 1) {
+        reply.outputs.push_back(o);
+        continue;
+      }
+      HostTensor part;
+      std::vector<int64_t> dims(o.shape.begin(), o.shape.end());
+      const size_t row_floats = static_cast<size_t>(o.shape.size() / o.shape[0]);
+      dims[0] = n;
+      part.shape = Shape(dims);
+      part.data.assign(o.data.begin() + static_cast<ptrdiff_t>(row * row_floats),
+                       o.data.begin() + static_cast<ptrdiff_t>((row + n) * row_floats));
+      reply.outputs.push_back(std::move(part));
+    }
+    row += n;
+    batch[i].done(std::move(reply));
+  }
+}
+
+}  // namespace weft::serve

@@ -1,0 +1,91 @@
+// Dynamic batching: requests for one model wait in a bounded queue; one thread gathers them into
+// an executor run of up to `max_batch` rows, waiting at most `max_delay_ms` after the first, runs
+// it on an executor bound for exactly that many rows (cached per size, least recently used
+// evicted), and splits the outputs back, row for row, to each request's callback.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serve/codec.h"
+#include "serve/model.h"
+
+namespace weft::graph {
+class Executor;
+}
+
+namespace weft::serve {
+
+class Metrics;
+
+/// What a request's callback receives.
+struct InferReply {
+  int status = 200;   ///< 200, or 400 (inputs no longer fit a reloaded model), 500 (the run failed)
+  std::string error;  ///< the message when status != 200
+  std::shared_ptr<const Model> model;  ///< the version that ran (or would have)
+  std::vector<HostTensor> outputs;     ///< one per head, with the request's rows
+  double queue_seconds = 0;            ///< arrival to the start of its batch
+};
+
+struct InferRequest {
+  /// One per model input, in config order, each with the same number of rows (validate_inputs).
+  std::vector<HostTensor> inputs;
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+  /// Called exactly once, on the batcher's thread (keep it short: post elsewhere).
+  std::function<void(InferReply&&)> done;
+  int64_t rows() const { return inputs.empty() ? 0 : inputs[0].rows(); }
+};
+
+/// Checks named request tensors against the model's inputs and orders them: every input present,
+/// no unknown name, shapes equal to the config's apart from the batch, the same rows everywhere,
+/// 1 <= rows <= max_batch. Throws ValueError naming the input, expected and actual shape.
+std::vector<HostTensor> validate_inputs(const Model& model,
+                                        std::vector<std::pair<std::string, HostTensor>> named);
+
+enum class Admit { kQueued, kQueueFull, kStopped };
+
+class Batcher {
+ public:
+  /// `batching` false: every request runs alone (one executor run per request).
+  Batcher(std::shared_ptr<const Model> model, bool batching, Metrics* metrics);
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  std::shared_ptr<const Model> model() const;
+  /// Serves `model` from the next batch on (a reload); cached executors are dropped then.
+  void set_model(std::shared_ptr<const Model> model);
+  /// Queues `request` unless the queue holds queue_capacity requests or the batcher stopped.
+  Admit submit(InferRequest&& request);
+  /// Stops taking requests, runs every queued one (without waiting for delays), joins. Idempotent.
+  void stop();
+  int64_t depth() const;
+
+ private:
+  void loop();
+  void run(std::vector<InferRequest>& batch, const std::shared_ptr<const Model>& model);
+  graph::Executor& executor_for(const Model& model, int64_t rows);
+
+  const bool batching_;
+  Metrics* metrics_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<InferRequest> queue_;
+  std::shared_ptr<const Model> model_;
+  bool stopping_ = false;
+  // The batcher thread's own state.
+  std::shared_ptr<const Model> bound_model_;
+  std::list<std::pair<int64_t, std::unique_ptr<graph::Executor>>> executors_;  // MRU first
+  std::thread thread_;
+};
+
+}  // namespace weft::serve

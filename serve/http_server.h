@@ -1,0 +1,55 @@
+// `weft serve`'s HTTP/1.1 front end (Boost.Beast on Asio): keep-alive connections on a few I/O
+// threads, each request read under a deadline and a size limit, inference requests handed to the
+// model's batcher and answered from its callback. Routes and error codes: docs/SERVE.md.
+// Boost stays inside http_server.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace weft::serve {
+
+class Repository;
+class Metrics;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  ///< 0: any free port (see Server::port)
+  int io_threads = 2;
+  size_t max_body_bytes = size_t{64} << 20;
+  /// A request (headers and body) must arrive within this time once its first byte did.
+  int read_timeout_ms = 10000;
+  /// A keep-alive connection without a request for this long is closed.
+  int idle_timeout_ms = 30000;
+  /// After SIGTERM: how long queued requests may take before the server exits anyway.
+  int shutdown_timeout_ms = 30000;
+  /// Install SIGINT/SIGTERM handlers that start the graceful shutdown.
+  bool handle_signals = false;
+};
+
+class Server {
+ public:
+  /// Binds and listens; throws weft::Error naming host and port when that fails.
+  Server(ServerOptions options, Repository& repository, Metrics& metrics);
+  /// Shuts down (if not yet) and waits for the drain; run() must have returned (or never run).
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The port listened on (the chosen one when options.port was 0).
+  uint16_t port() const;
+  /// Serves until shutdown() (or a signal) and the drain finish; runs the I/O threads.
+  void run();
+  /// Graceful shutdown, callable from any thread: stop accepting, answer new requests on open
+  /// connections with 503, finish every queued inference request and write its response, close.
+  void shutdown();
+
+  struct Impl;  // opaque; public so the sessions in http_server.cc can name it
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::serve

@@ -1,0 +1,112 @@
+// `weft serve`: serve a folder of MXNet models over HTTP with dynamic batching (docs/SERVE.md).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "ndarray/runtime.h"
+#include "ops/kernel_libraries.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "serve/repository.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace weft::tools {
+namespace {
+
+struct ServeOptions {
+  std::string models;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string device = "cpu";
+  std::vector<std::string> plugins;
+  int io_threads = 2;
+  int max_body_mb = 64;
+  int read_timeout_ms = 10000;
+  int idle_timeout_ms = 30000;
+  int shutdown_timeout_ms = 30000;
+  int reload_ms = 1000;
+  bool no_batching = false;
+  uint64_t seed = 0;
+  std::string port_file;
+};
+
+int run_serve(const ServeOptions& o) {
+  std::fprintf(stderr, "weft serve: kernels: %s\n", describe_kernel_libraries().c_str());
+  load_plugins(o.plugins);
+  serve::Metrics metrics;
+  serve::RepositoryOptions ro;
+  ro.dir = o.models;
+  ro.load.device = runnable_device("--device", o.device);
+  ro.load.seed = o.seed;
+  ro.batching = !o.no_batching;
+  ro.reload_ms = o.reload_ms;
+  serve::Repository repository(ro, &metrics);
+
+  serve::ServerOptions so;
+  so.host = o.host;
+  so.port = static_cast<uint16_t>(o.port);
+  so.io_threads = o.io_threads;
+  so.max_body_bytes = static_cast<size_t>(o.max_body_mb) << 20;
+  so.read_timeout_ms = o.read_timeout_ms;
+  so.idle_timeout_ms = o.idle_timeout_ms;
+  so.shutdown_timeout_ms = o.shutdown_timeout_ms;
+  so.handle_signals = true;
+  serve::Server server(so, repository, metrics);
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << server.port() << "\n";
+    std::filesystem::rename(tmp, o.port_file);
+  }
+  std::printf("serve listening on http://%s:%u (%zu models%s)\n", o.host.c_str(), server.port(),
+              repository.models().size(), o.no_batching ? ", batching off" : "");
+  std::fflush(stdout);
+  server.run();
+  std::fprintf(stderr, "weft serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  Command c;
+  c.app = app.add_subcommand("serve",
+                             "Serve a folder of MXNet models over HTTP/1.1 with dynamic batching");
+  CLI::App* a = c.app;
+  a->add_option("--models", o->models,
+                "Model repository: one folder per model with *-symbol.json, config.json and "
+                "optionally *.params")
+      ->required();
+  a->add_option("--host", o->host, "Address to listen on");
+  a->add_option("--port", o->port, "Port (0: any free port)")->transform(integer_in(0, 65535));
+  a->add_option("--port-file", o->port_file, "Write the port listened on to this file");
+  a->add_option("--device", o->device, "cpu or cuda:N")->check(device_text());
+  add_plugin_option(*a, o->plugins);
+  a->add_option("--io-threads", o->io_threads, "Threads reading and writing HTTP")
+      ->transform(integer_in(1, 64));
+  a->add_option("--max-body-mb", o->max_body_mb, "Largest request body, MiB")
+      ->transform(integer_in(1, 4096));
+  a->add_option("--read-timeout-ms", o->read_timeout_ms,
+                "A request must arrive within this time after its first byte")
+      ->transform(integer_in(1, 3600000));
+  a->add_option("--idle-timeout-ms", o->idle_timeout_ms,
+                "Close keep-alive connections idle this long")
+      ->transform(integer_in(1, 3600000));
+  a->add_option("--shutdown-timeout-ms", o->shutdown_timeout_ms,
+                "On SIGTERM, how long queued requests may take")
+      ->transform(integer_in(0, 3600000));
+  a->add_option("--reload-ms", o->reload_ms,
+                "Check model folders for changes this often (0: never)")
+      ->transform(integer_in(0, 3600000));
+  a->add_flag("--no-batching", o->no_batching, "Run every request alone");
+  a->add_option("--seed", o->seed,
+                "Seed of the weights of models without .params (as replay --seed)")
+      ->transform(unsigned_integer());
+  c.run = [o] { return run_serve(*o); };
+  return c;
+}
+
+}  // namespace weft::tools
