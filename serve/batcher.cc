@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "graph/executor.h"
+#include "serve/client_message.h"
 #include "serve/metrics.h"
 
 namespace weft::serve {
@@ -235,7 +236,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
       outputs.push_back(std::move(t));
     }
   } catch (const std::exception& e) {
-    fail_all(500, std::string("model '") + model->name + "' failed to run: " + e.what());
+    fail_all(500, "model '" + model->name + "' failed to run: " + client_message(e));
     return;
   }
   // Split the outputs back, row for row (a batch of one request gets them whole).

@@ -15,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <utility>  // before Boost 1.74's asio, which uses std::exchange without it
 
 #include "base/error.h"
 #include "serve/metrics.h"
@@ -54,6 +53,7 @@ struct Server::Impl {
   Router router;
   std::atomic<bool> stopping{false};
   std::atomic<int> live_sessions{0};
+  uint16_t port = 0;  // the port listened on
   std::mutex sessions_mu;
   std::list<std::weak_ptr<Session>> sessions;
   std::thread drainer;
@@ -259,6 +259,7 @@ Server::Server(ServerOptions options, Repository& repository, Metrics& metrics)
   WEFT_CHECK(!ec) << "listening on " << where << ": " << ec.message();
   s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   WEFT_CHECK(!ec) << "listening on " << where << ": " << ec.message();
+  s.port = s.acceptor.local_endpoint().port();
   if (s.options.handle_signals) {
     s.signals.add(SIGINT);
     s.signals.add(SIGTERM);
@@ -273,7 +274,7 @@ Server::~Server() {
   if (impl_->drainer.joinable()) impl_->drainer.join();
 }
 
-uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+uint16_t Server::port() const { return impl_->port; }
 
 void Server::run() {
   impl_->accept();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>  // http_server.cc includes this first: Boost 1.74's asio needs std::exchange
 
 namespace weft::serve {
 

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "serve/batcher.h"
+#include "serve/client_message.h"
 #include "serve/codec.h"
 #include "serve/metrics.h"
 #include "serve/repository.h"
@@ -233,7 +234,7 @@ void Router::infer(HttpRequest&& request, const std::string& name,
   } catch (const BodyError& e) {
     return answer(respond, error_response(e.status, e.message));
   } catch (const std::exception& e) {
-    return answer(respond, error_response(400, e.what()));
+    return answer(respond, error_response(400, client_message(e)));
   }
   const bool want_json = media_type(request.accept) == "application/json";
   job.arrival = arrival;
