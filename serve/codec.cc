@@ -1,7 +1,9 @@
 // Request and response bodies (see codec.h).
 #include "serve/codec.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -71,7 +73,10 @@ void collect(const nlohmann::json& v, const std::string& path, int depth,
   WEFT_CHECK(v.is_number()) << path << ": " << v.type_name() << " where a number was expected";
   WEFT_CHECK(depth == static_cast<int>(dims.size()))
       << path << ": a number where a list was expected (ragged nesting)";
-  out.push_back(v.get<float>());
+  const double d = v.get<double>();
+  WEFT_CHECK(std::abs(d) <= std::numeric_limits<float>::max())
+      << path << ": " << d << " is outside float32's range";
+  out.push_back(static_cast<float>(d));
 }
 
 nlohmann::json nested(const HostTensor& t, int dim, size_t& at) {

@@ -3,7 +3,7 @@
 record layout (FORMATS.md), .npy files, small graph JSON files whose variables carry __shape__,
 and byte programs for c_api_fuzz. Standard library only.
 
-    make_seeds.py OUT_DIR   # writes OUT_DIR/params, OUT_DIR/npy, OUT_DIR/graph and OUT_DIR/capi
+    make_seeds.py OUT_DIR   # writes OUT_DIR/params, npy, graph, capi and serve
 """
 import json
 import os
@@ -188,11 +188,27 @@ def capi_seeds():
     return seeds
 
 
+def serve_seeds():
+    """serve_body_fuzz reads a form byte (0 .npy, 1 multipart with boundary "fuzzboundary",
+    2 JSON), then the body."""
+    f4 = npy("<f4", [2, 3], values(F32, 6))
+    part = (b"--fuzzboundary\r\nContent-Disposition: form-data; name=\"data\"\r\n"
+            b"Content-Type: application/x-npy\r\n\r\n" + f4 + b"\r\n")
+    return {
+        "npy_f4": bytes([0]) + f4,
+        "npy_f8": bytes([0]) + npy("<f8", [4], values(F64, 4)),
+        "multipart_one": bytes([1]) + part + b"--fuzzboundary--\r\n",
+        "multipart_two": bytes([1]) + part + part.replace(b"data", b"mask") + b"--fuzzboundary--\r\n",
+        "json_2x3": bytes([2]) + b"[[1, 2.5, -3], [4, 5, 6e-3]]",
+        "json_nested": bytes([2]) + b"[[[1], [2]], [[3], [4]]]",
+    }
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     for kind, seeds in (("params", params_seeds()), ("npy", npy_seeds()), ("graph", graph_seeds()),
-                          ("capi", capi_seeds())):
+                          ("capi", capi_seeds()), ("serve", serve_seeds())):
         directory = os.path.join(sys.argv[1], kind)
         os.makedirs(directory, exist_ok=True)
         for name, data in seeds.items():

@@ -22,7 +22,7 @@ shift $(($# > 0 ? 1 : 0))
 build="${WEFT_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 weft_build="${WEFT_BUILD_DIR:-$root/build}"
 models="${WEFT_MODELS_DIR:-$root/../shared/models}"
-all_targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz c_api_fuzz)
+all_targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz c_api_fuzz serve_body_fuzz)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then
   targets=("$@")
@@ -103,6 +103,7 @@ for target in "${targets[@]}"; do
     graph_json_fuzz) extra=("$seeds/models" "$seeds/graph" -dict="$here/graph_json.dict" -max_len=65536) ;;
     graph_bind_fuzz) extra=("$seeds/graph" "$seeds/models" -dict="$here/graph_json.dict" -max_len=16384) ;;
     c_api_fuzz) extra=("$seeds/capi" -max_len=4096) ;;
+    serve_body_fuzz) extra=("$seeds/serve" -max_len=8192) ;;
   esac
   echo "fuzz: $target for ${seconds}s"
   log="$build/$target.log"

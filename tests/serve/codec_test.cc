@@ -90,6 +90,9 @@ TEST(ServeCodec, JsonErrorsNameThePath) {
   EXPECT_NE(message("[]").find("empty"), std::string::npos);
   EXPECT_NE(message("{\"a\": 1}").find("nested list"), std::string::npos);
   EXPECT_NE(message("[true]").find("boolean"), std::string::npos);
+  EXPECT_NE(message("[1, 1e300]").find("inputs.data[1]: 1e+300 is outside float32's range"),
+            std::string::npos)
+      << message("[1, 1e300]");
 }
 
 TEST(ServeCodec, MultipartRoundTripAndBoundary) {
