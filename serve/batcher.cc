@@ -13,6 +13,28 @@ namespace weft::serve {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// Runs a request's callback; an exception from it (out of memory while encoding the answer) must
+// not end the batcher's thread, and the request still gets an answer.
+void answer(InferRequest& request, InferReply&& reply) {
+  std::shared_ptr<const Model> model = reply.model;
+  try {
+    request.done(std::move(reply));
+  } catch (const std::exception& e) {
+    InferReply failed;
+    failed.status = 500;
+    failed.error = std::string("the answer could not be written: ") + e.what();
+    failed.model = std::move(model);
+    try {
+      request.done(std::move(failed));
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<HostTensor> validate_inputs(const Model& model,
                                         std::vector<std::pair<std::string, HostTensor>> named) {
   const auto& specs = model.config.inputs;
@@ -162,7 +184,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
       reply.error = message;
       reply.model = model;
       reply.queue_seconds = waits[i];
-      batch[i].done(std::move(reply));
+      answer(batch[i], std::move(reply));
     }
   };
   // A reload between validation and now may have changed the inputs' shapes.
@@ -187,7 +209,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
                   std::to_string(model->version) +
                   ") with other input shapes; send the request again";
     reply.model = model;
-    batch[i].done(std::move(reply));
+    answer(batch[i], std::move(reply));
   }
   batch = std::move(fitting);
   waits = std::move(fitting_waits);
@@ -261,7 +283,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
       reply.outputs.push_back(std::move(part));
     }
     row += n;
-    batch[i].done(std::move(reply));
+    answer(batch[i], std::move(reply));
   }
 }
 

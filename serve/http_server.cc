@@ -141,12 +141,18 @@ class Session : public std::enable_shared_from_this<Session> {
     busy_ = true;
     stream_.expires_never();  // the batch may take a while; the write sets its own deadline
     auto self = shared_from_this();
-    server_->router.handle(std::move(r), server_->stopping, [self](HttpResponse&& response) {
+    auto respond = [self](HttpResponse&& response) {
       // From this thread or a batcher's: continue on the session's strand.
       asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->write(std::move(response));
       });
-    });
+    };
+    try {
+      server_->router.handle(std::move(r), server_->stopping, respond);
+    } catch (const std::exception& e) {  // out of memory while decoding, say: this request only
+      server_->metrics.request("", 500, 0, false);
+      respond(error_response(500, std::string("the request could not be handled: ") + e.what()));
+    }
   }
 
   void reply_and_close(int status, const std::string& message) {
