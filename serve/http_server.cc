@@ -56,7 +56,12 @@ struct Server::Impl {
   uint16_t port = 0;  // the port listened on
   std::mutex sessions_mu;
   std::list<std::weak_ptr<Session>> sessions;
+  std::mutex drainer_mu;  // guards drainer: begin_shutdown and join_drainer may run on two threads
   std::thread drainer;
+  void join_drainer() {
+    std::lock_guard<std::mutex> lock(drainer_mu);
+    if (drainer.joinable()) drainer.join();
+  }
   // Declared last, destroyed first: the io_context destroys the handlers still queued (and the
   // sessions they hold) while everything above is alive.
   asio::io_context ioc;
@@ -233,6 +238,7 @@ void Server::Impl::begin_shutdown() {
     self->close_idle_sessions();
   });
   // Drain off the I/O threads: the batchers' answers are written by them.
+  std::lock_guard<std::mutex> lock(drainer_mu);
   drainer = std::thread([self = this] {
     self->repository.stop();
     const auto deadline = std::chrono::steady_clock::now() +
@@ -277,7 +283,7 @@ Server::Server(ServerOptions options, Repository& repository, Metrics& metrics)
 
 Server::~Server() {
   shutdown();
-  if (impl_->drainer.joinable()) impl_->drainer.join();
+  impl_->join_drainer();
 }
 
 uint16_t Server::port() const { return impl_->port; }
@@ -290,7 +296,7 @@ void Server::run() {
   }
   impl_->ioc.run();
   for (auto& t : threads) t.join();
-  if (impl_->drainer.joinable()) impl_->drainer.join();
+  impl_->join_drainer();
 }
 
 void Server::shutdown() { impl_->begin_shutdown(); }
