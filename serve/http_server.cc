@@ -84,19 +84,35 @@ class Session : public std::enable_shared_from_this<Session> {
                    [self = shared_from_this()] { self->wait_first_byte(); });
   }
 
-  /// On shutdown: a session between requests (or in the middle of reading one) closes; one
-  /// whose request is being answered finishes it first.
+  /// On shutdown. A connection that has been answered and waits for its next request closes. A
+  /// new connection that has sent nothing yet gets a short grace (its request may be on the way;
+  /// it is answered 503). One reading or answering a request finishes: a request read after the
+  /// shutdown began is answered 503, a queued one with its result.
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->busy_) self->close();
+      if (self->state_ != State::kWaiting) return;
+      if (self->served_ > 0) return self->close();
+      if (self->grace_) return;
+      self->grace_.emplace(self->stream_.get_executor());
+      self->grace_->expires_after(std::chrono::milliseconds(kShutdownGraceMs));
+      self->grace_->async_wait([self](beast::error_code ec) {
+        if (!ec && self->state_ == State::kWaiting) self->close();
+      });
     });
   }
 
  private:
+  static constexpr int kShutdownGraceMs = 500;
+  static constexpr int kLingerMs = 2000;
+  static constexpr size_t kLingerBytes = size_t{256} << 20;
+  enum class State { kWaiting, kReading, kBusy };
+
   void wait_first_byte() {
-    if (server_->stopping) return close();
+    state_ = State::kWaiting;
+    if (server_->stopping && served_ > 0) return close();
     if (buffer_.size() > 0) return read_request();  // a pipelined request is already here
-    stream_.expires_after(std::chrono::milliseconds(server_->options.idle_timeout_ms));
+    stream_.expires_after(std::chrono::milliseconds(
+        server_->stopping ? kShutdownGraceMs : server_->options.idle_timeout_ms));
     stream_.async_read_some(buffer_.prepare(8192),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->close();  // idle timeout, EOF, reset
@@ -106,6 +122,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_request() {
+    state_ = State::kReading;
     parser_.emplace();
     parser_->body_limit(server_->options.max_body_bytes);
     parser_->header_limit(16 * 1024);
@@ -143,7 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
     r.content_type = std::string(req[http::field::content_type]);
     r.accept = std::string(req[http::field::accept]);
     r.body = std::move(req.body());
-    busy_ = true;
+    state_ = State::kBusy;
     stream_.expires_never();  // the batch may take a while; the write sets its own deadline
     auto self = shared_from_this();
     auto respond = [self](HttpResponse&& response) {
@@ -163,7 +180,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void reply_and_close(int status, const std::string& message) {
     server_->metrics.request("", status, 0, false);
     keep_alive_ = false;
-    busy_ = true;
+    state_ = State::kBusy;
     write(error_response(status, message));
   }
 
@@ -180,13 +197,34 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(std::chrono::milliseconds(server_->options.read_timeout_ms));
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                        self->busy_ = false;
-                        if (ec || res->need_eof()) return self->close();
+                        ++self->served_;
+                        if (ec) return self->close();
+                        if (res->need_eof()) return self->linger();
                         self->wait_first_byte();
                       });
   }
 
+  /// After the last response: stop sending, then read and drop what the client still sends
+  /// (the rest of an oversized body, say) for a while before closing, so that its send completes
+  /// and it reads the response instead of seeing a reset.
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::milliseconds(kLingerMs));
+    drop_more(0);
+  }
+  void drop_more(size_t dropped) {
+    if (dropped > kLingerBytes) return close();
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(65536),
+                            [self = shared_from_this(), dropped](beast::error_code ec, size_t n) {
+                              if (ec) return self->close();  // EOF: the client is done
+                              self->drop_more(dropped + n);
+                            });
+  }
+
   void close() {
+    if (grace_) grace_->cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.close();
@@ -196,7 +234,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Server::Impl* server_;
-  bool busy_ = false;
+  State state_ = State::kWaiting;
+  int64_t served_ = 0;  // responses written on this connection
+  std::optional<asio::steady_timer> grace_;
   bool keep_alive_ = true;
 };
 
@@ -205,7 +245,8 @@ class Session : public std::enable_shared_from_this<Session> {
 void Server::Impl::accept() {
   acceptor.async_accept(
       asio::make_strand(ioc), [self = this](beast::error_code ec, tcp::socket socket) {
-        if (self->stopping) return;
+        // Connections keep being accepted while the queues drain (their requests are answered
+        // 503): closing the acceptor at once would reset the connections in its backlog.
         if (!ec) {
           auto session = std::make_shared<Session>(std::move(socket), self);
           {
@@ -233,7 +274,6 @@ void Server::Impl::begin_shutdown() {
   std::fprintf(stderr, "weft serve: shutting down: finishing queued requests\n");
   asio::post(ioc, [self = this] {
     beast::error_code ignored;
-    self->acceptor.close(ignored);
     self->signals.cancel(ignored);
     self->close_idle_sessions();
   });
@@ -241,6 +281,10 @@ void Server::Impl::begin_shutdown() {
   std::lock_guard<std::mutex> lock(drainer_mu);
   drainer = std::thread([self = this] {
     self->repository.stop();
+    asio::post(self->ioc, [self] {
+      beast::error_code ignored;
+      self->acceptor.close(ignored);
+    });
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(self->options.shutdown_timeout_ms);
     while (self->live_sessions > 0 && std::chrono::steady_clock::now() < deadline) {
