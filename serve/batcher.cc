@@ -74,8 +74,35 @@ std::vector<HostTensor> validate_inputs(const Model& model,
   return ordered;
 }
 
+ExecutorSet::ExecutorSet(std::shared_ptr<const Model> model) : model_(std::move(model)) {
+  if (!model_->batchable) return;  // exact sizes, bound when a request needs one
+  for (int64_t size : model_->config.batch_sizes) {
+    graph::Executor& exec = at(size);
+    if (!model_->config.warmup) continue;
+    exec.forward(false);  // the inputs are zeros
+    for (const NDArray& out : exec.outputs()) out.wait_to_read();
+  }
+}
+
+ExecutorSet::~ExecutorSet() = default;
+
+graph::Executor& ExecutorSet::at(int64_t size) {
+  for (auto& [s, exec] : executors_) {
+    if (s == size) return *exec;
+  }
+  graph::BindOptions bo;
+  bo.device = model_->device;
+  for (const InputSpec& in : model_->config.inputs) bo.inputs.shapes[in.name] = in.shape;
+  bo.inputs.batch = size;
+  executors_.emplace_back(size,
+                          graph::Executor::bind(model_->graph, bo, model_->args, model_->aux));
+  return *executors_.back().second;
+}
+
 Batcher::Batcher(std::shared_ptr<const Model> model, bool batching, Metrics* metrics)
-    : batching_(batching), metrics_(metrics), model_(std::move(model)) {
+    : batching_(batching),
+      metrics_(metrics),
+      executors_(std::make_shared<ExecutorSet>(std::move(model))) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -83,21 +110,22 @@ Batcher::~Batcher() { stop(); }
 
 std::shared_ptr<const Model> Batcher::model() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return model_;
+  return executors_->model();
 }
 
 void Batcher::set_model(std::shared_ptr<const Model> model) {
+  auto executors = std::make_shared<ExecutorSet>(std::move(model));
   std::lock_guard<std::mutex> lock(mu_);
-  model_ = std::move(model);
+  executors_ = std::move(executors);
 }
 
 Admit Batcher::submit(InferRequest&& request) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Admit::kStopped;
-  if (static_cast<int64_t>(queue_.size()) >= model_->config.queue_capacity)
-    return Admit::kQueueFull;
+  const Model& model = *executors_->model();
+  if (static_cast<int64_t>(queue_.size()) >= model.config.queue_capacity) return Admit::kQueueFull;
   queue_.push_back(std::move(request));
-  if (metrics_) metrics_->queue_depth(model_->name, static_cast<int64_t>(queue_.size()));
+  if (metrics_) metrics_->queue_depth(model.name, static_cast<int64_t>(queue_.size()));
   cv_.notify_one();
   return Admit::kQueued;
 }
@@ -121,7 +149,8 @@ void Batcher::loop() {
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) break;  // stopping, nothing left
-    std::shared_ptr<const Model> model = model_;
+    std::shared_ptr<ExecutorSet> executors = executors_;
+    const std::shared_ptr<const Model>& model = executors->model();
     const bool combine = batching_ && model->batchable;
     const int64_t max_rows = model->config.max_batch;
     // Wait for more requests until the batch is full or the first request's delay ran out.
@@ -149,29 +178,14 @@ void Batcher::loop() {
     }
     if (metrics_) metrics_->queue_depth(model->name, static_cast<int64_t>(queue_.size()));
     lock.unlock();
-    run(batch, model);
+    run(batch, *executors);
+    executors.reset();  // a replaced version is freed here, off the lock
     lock.lock();
   }
 }
 
-graph::Executor& Batcher::executor_for(const Model& model, int64_t rows) {
-  for (auto it = executors_.begin(); it != executors_.end(); ++it) {
-    if (it->first == rows) {
-      executors_.splice(executors_.begin(), executors_, it);
-      return *executors_.front().second;
-    }
-  }
-  graph::BindOptions bo;
-  bo.device = model.device;
-  for (const InputSpec& in : model.config.inputs) bo.inputs.shapes[in.name] = in.shape;
-  bo.inputs.batch = rows;
-  executors_.emplace_front(rows, graph::Executor::bind(model.graph, bo, model.args, model.aux));
-  while (static_cast<int>(executors_.size()) > model.config.max_cached_executors)
-    executors_.pop_back();
-  return *executors_.front().second;
-}
-
-void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const Model>& model) {
+void Batcher::run(std::vector<InferRequest>& batch, ExecutorSet& executors) {
+  const std::shared_ptr<const Model>& model = executors.model();
   const auto start = Clock::now();
   std::vector<double> waits;
   for (const InferRequest& r : batch) {
@@ -218,16 +232,14 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
   for (const InferRequest& r : batch) rows += r.rows();
   if (metrics_) metrics_->batch(model->name, rows, waits);
 
+  // The executor of the smallest batch size that holds the rows; padding rows are zeros.
+  const int64_t size = model->run_size(rows);
   std::vector<HostTensor> outputs;
   try {
-    if (bound_model_ != model) {
-      executors_.clear();
-      bound_model_ = model;
-    }
-    graph::Executor& exec = executor_for(*model, rows);
+    graph::Executor& exec = executors.at(size);
     for (size_t k = 0; k < model->config.inputs.size(); ++k) {
       NDArray dst = exec.arg(model->config.inputs[k].name);
-      const size_t row_floats = static_cast<size_t>(dst.size() / rows);
+      const size_t row_floats = static_cast<size_t>(dst.size() / size);
       std::vector<float> staging;
       float* out = nullptr;
       const bool host = dst.device().type == DeviceType::kCPU;
@@ -243,6 +255,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
         std::memcpy(out, t.data.data(), t.data.size() * sizeof(float));
         out += static_cast<size_t>(t.rows()) * row_floats;
       }
+      std::fill(out, out + static_cast<size_t>(size - rows) * row_floats, 0.0f);
       if (!host) NDArray::from_host(staging.data(), dst.shape(), DType::kFloat32).copy_to(dst);
     }
     exec.forward(false);
@@ -269,7 +282,7 @@ void Batcher::run(std::vector<InferRequest>& batch, const std::shared_ptr<const 
     reply.queue_seconds = waits[i];
     const int64_t n = batch[i].rows();
     for (const HostTensor& o : outputs) {
-      if (batch.size() == 1) {
+      if (batch.size() == 1 && size == rows) {  // whole (also what a non-batchable model gives)
         reply.outputs.push_back(o);
         continue;
       }

@@ -1,7 +1,7 @@
 // Dynamic batching: requests for one model wait in a bounded queue; one thread gathers them into
 // an executor run of up to `max_batch` rows, waiting at most `max_delay_ms` after the first, runs
-// it on an executor bound for exactly that many rows (cached per size, least recently used
-// evicted), and splits the outputs back, row for row, to each request's callback.
+// it on the executor bound for the smallest allowed batch size that holds them (padded), and
+// splits the outputs back, row for row, to each request's callback.
 #pragma once
 
 #include <chrono>
@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +52,23 @@ std::vector<HostTensor> validate_inputs(const Model& model,
 
 enum class Admit { kQueued, kQueueFull, kStopped };
 
+/// The executors of one model version, one per batch size it runs at (config.batch_sizes; exact
+/// sizes for a model that is not batchable). Built, and with config.warmup run once each, by
+/// whoever makes it (the loader thread on a reload, so the old version serves meanwhile); used by
+/// one batcher thread afterwards.
+class ExecutorSet {
+ public:
+  explicit ExecutorSet(std::shared_ptr<const Model> model);
+  ~ExecutorSet();
+  const std::shared_ptr<const Model>& model() const { return model_; }
+  /// The executor for `size` rows (bound now if it was not).
+  graph::Executor& at(int64_t size);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::vector<std::pair<int64_t, std::unique_ptr<graph::Executor>>> executors_;
+};
+
 class Batcher {
  public:
   /// `batching` false: every request runs alone (one executor run per request).
@@ -62,7 +78,8 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   std::shared_ptr<const Model> model() const;
-  /// Serves `model` from the next batch on (a reload); cached executors are dropped then.
+  /// Serves `model` from the next batch on (a reload). Its executors are bound (and warmed up)
+  /// here, on the caller's thread, before the switch.
   void set_model(std::shared_ptr<const Model> model);
   /// Queues `request` unless the queue holds queue_capacity requests or the batcher stopped.
   Admit submit(InferRequest&& request);
@@ -72,19 +89,15 @@ class Batcher {
 
  private:
   void loop();
-  void run(std::vector<InferRequest>& batch, const std::shared_ptr<const Model>& model);
-  graph::Executor& executor_for(const Model& model, int64_t rows);
+  void run(std::vector<InferRequest>& batch, ExecutorSet& executors);
 
   const bool batching_;
   Metrics* metrics_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<InferRequest> queue_;
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<ExecutorSet> executors_;  // the version serving; its executors are the thread's
   bool stopping_ = false;
-  // The batcher thread's own state.
-  std::shared_ptr<const Model> bound_model_;
-  std::list<std::pair<int64_t, std::unique_ptr<graph::Executor>>> executors_;  // MRU first
   std::thread thread_;
 };
 

@@ -53,12 +53,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& what)
     WEFT_THROW(ValueError) << what << ": not valid JSON: " << e.what();
   }
   WEFT_CHECK(j.is_object()) << what << ": expected a JSON object";
-  static const std::set<std::string> known = {"inputs", "max_batch", "max_delay_ms",
-                                              "queue_capacity", "max_cached_executors"};
+  static const std::set<std::string> known = {"inputs",         "max_batch",   "max_delay_ms",
+                                              "queue_capacity", "batch_sizes", "warmup"};
   for (const auto& [key, value] : j.items()) {
     WEFT_CHECK(known.count(key)) << what << ": unknown key '" << key
                                  << "' (known: inputs, max_batch, max_delay_ms, queue_capacity, "
-                                    "max_cached_executors)";
+                                    "batch_sizes, warmup)";
   }
   ModelConfig c;
   WEFT_CHECK(j.contains("inputs") && j["inputs"].is_array() && !j["inputs"].empty())
@@ -101,9 +101,32 @@ ModelConfig parse_model_config(const std::string& text, const std::string& what)
   };
   integer("max_batch", c.max_batch, 1, 4096);
   integer("queue_capacity", c.queue_capacity, 1, 1 << 20);
-  int64_t cached = c.max_cached_executors;
-  integer("max_cached_executors", cached, 1, 256);
-  c.max_cached_executors = static_cast<int>(cached);
+  if (j.contains("batch_sizes")) {
+    const auto& list = j["batch_sizes"];
+    WEFT_CHECK(list.is_array() && !list.empty())
+        << what << ": 'batch_sizes' must be a non-empty list of increasing positive integers";
+    for (size_t i = 0; i < list.size(); ++i) {
+      WEFT_CHECK(list[i].is_number_integer() && list[i].get<int64_t>() >= 1 &&
+                 list[i].get<int64_t>() <= 4096 &&
+                 (c.batch_sizes.empty() || list[i].get<int64_t>() > c.batch_sizes.back()))
+          << what << ": batch_sizes[" << i << "] is " << list[i].dump()
+          << "; the list must increase, each in [1, 4096]";
+      c.batch_sizes.push_back(list[i].get<int64_t>());
+    }
+    if (j.contains("max_batch")) {
+      WEFT_CHECK(c.batch_sizes.back() == c.max_batch)
+          << what << ": the largest of batch_sizes (" << c.batch_sizes.back()
+          << ") must equal max_batch (" << c.max_batch << ")";
+    }
+    c.max_batch = c.batch_sizes.back();
+  } else {
+    for (int64_t b = 1; b < c.max_batch; b *= 2) c.batch_sizes.push_back(b);
+    c.batch_sizes.push_back(c.max_batch);
+  }
+  if (j.contains("warmup")) {
+    WEFT_CHECK(j["warmup"].is_boolean()) << what << ": 'warmup' must be true or false";
+    c.warmup = j["warmup"].get<bool>();
+  }
   if (j.contains("max_delay_ms")) {
     WEFT_CHECK(j["max_delay_ms"].is_number() && j["max_delay_ms"].get<double>() >= 0 &&
                j["max_delay_ms"].get<double>() <= 60000)
@@ -112,6 +135,14 @@ ModelConfig parse_model_config(const std::string& text, const std::string& what)
     c.max_delay_ms = j["max_delay_ms"].get<double>();
   }
   return c;
+}
+
+int64_t Model::run_size(int64_t rows) const {
+  if (!batchable) return rows;
+  for (int64_t size : config.batch_sizes) {
+    if (size >= rows) return size;
+  }
+  return rows;  // more rows than max_batch: validate_inputs refuses these
 }
 
 bool valid_model_name(const std::string& name) {

@@ -28,7 +28,13 @@ struct ModelConfig {
   int64_t max_batch = 8;          ///< rows per executor run (and per request)
   double max_delay_ms = 2.0;      ///< how long the first request of a batch waits for others
   int64_t queue_capacity = 64;    ///< requests waiting; more are answered 503
-  int max_cached_executors = 8;   ///< bound executors kept, one per batch size (LRU)
+  /// The batch sizes executors are bound for, ascending, the last one max_batch: a batch of n
+  /// rows runs on the smallest size >= n, padded (TF Serving's allowed_batch_sizes). Default:
+  /// the powers of two below max_batch, and max_batch.
+  std::vector<int64_t> batch_sizes;
+  /// Bind and run every batch size once before the version serves (a first run at a new shape
+  /// pays for kernel selection and memory; this keeps that off requests, reloads included).
+  bool warmup = true;
 };
 
 /// Parses config.json text; `what` names the file in errors (unknown keys are errors too).
@@ -48,6 +54,9 @@ struct Model {
   /// Per output: its first dimension is the batch (checked by binding at batch 1 and 2). Requests
   /// are combined only when every output is batch-first; otherwise each request runs alone.
   bool batchable = true;
+  /// The batch size a run of `rows` rows uses: the smallest of config.batch_sizes >= rows, or
+  /// `rows` itself when the model is not batchable (its outputs are then returned whole).
+  int64_t run_size(int64_t rows) const;
   /// The folder's files with sizes and modification times: a change means reload.
   std::string fingerprint;
   /// Where the weights came from ("FILE.params" or "seed S").

@@ -51,6 +51,7 @@ json describe(const Model& m) {
           {"inputs", inputs},
           {"outputs", outputs},
           {"max_batch", m.config.max_batch},
+          {"batch_sizes", m.config.batch_sizes},
           {"max_delay_ms", m.config.max_delay_ms},
           {"queue_capacity", m.config.queue_capacity},
           {"batchable", m.batchable},

@@ -141,6 +141,24 @@ TEST(ServeBatcher, ReloadServesTheNewWeights) {
   EXPECT_EQ(replies.got[1].model->version, 2);
 }
 
+TEST(ServeBatcher, PadsToTheAllowedBatchSizes) {
+  TempDir repo;
+  const MlpWeights w;
+  // Sizes 1, 2, 4 (the default for max_batch 4): 3 rows run on the executor of 4, padded.
+  testing::write_mlp(repo.path(), "mlp", w, "\"max_batch\": 4, \"max_delay_ms\": 60000");
+  auto model = load_model((repo.path() / "mlp").string(), {});
+  EXPECT_EQ(model->config.batch_sizes, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(model->run_size(3), 4);
+  EXPECT_EQ(model->run_size(2), 2);
+  Batcher b(model, true, nullptr);
+  Replies replies;
+  const HostTensor x = testing::mlp_input(3, 5);
+  ASSERT_EQ(b.submit(request(x, replies.slot(0))), Admit::kQueued);
+  b.stop();  // runs it now, alone: 3 rows on the executor bound for 4
+  ASSERT_TRUE(replies.wait_for(1));
+  expect_rows(replies.got[0], x, w);
+}
+
 TEST(ServeBatcher, OutputsNotBatchFirstRunEachRequestAlone) {
   TempDir repo;
   testing::write_sum(repo.path(), "total");
@@ -209,6 +227,17 @@ TEST(ServeModel, LoadErrorsNameTheFile) {
   testing::write_text(dir / "config.json",
                       "{\"inputs\": [{\"name\": \"pixels\", \"shape\": [0, 5]}]}");
   EXPECT_NE(message().find("input 'pixels' is not a variable"), std::string::npos) << message();
+  testing::write_text(
+      dir / "config.json",
+      "{\"inputs\": [{\"name\": \"data\", \"shape\": [0, 5]}], \"batch_sizes\": [1, 4, "
+      "2]}");
+  EXPECT_NE(message().find("batch_sizes[2] is 2; the list must increase"), std::string::npos)
+      << message();
+  testing::write_text(
+      dir / "config.json",
+      "{\"inputs\": [{\"name\": \"data\", \"shape\": [0, 5]}], \"batch_sizes\": [1, 4], "
+      "\"max_batch\": 8}");
+  EXPECT_NE(message().find("must equal max_batch (8)"), std::string::npos) << message();
   testing::write_text(dir / "config.json", "{\"inputs\": [], \"colour\": 1}");
   EXPECT_NE(message().find("unknown key 'colour'"), std::string::npos) << message();
   testing::write_text(dir / "config.json",
