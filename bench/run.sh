@@ -13,7 +13,8 @@
 # native C++ pushes on the same engine, and DLPack round trips; then weft_ffi_so_bench, the same
 # C calls through libweft_c.so), python (bench/python/py_bench.py: weft's Python package against
 # PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below), train
-# (bench/python/train_bench.py: a hybridized weft.nn ResNet-18 training step against PyTorch's).
+# (bench/python/train_bench.py: a hybridized weft.nn ResNet-18 training step against PyTorch's),
+# serve (bench/serve/run.sh: `weft serve` under wrk against a PyTorch server on the same graph).
 # A new suite adds one arm to each of the two case statements below; python and train build
 # nothing and run from the first.
 #
@@ -34,7 +35,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python train"
+suites="engine memory ops planner replay ffi python train serve"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -78,6 +79,9 @@ case "${suite}" in
     ;;
   ffi)
     target="weft_ffi_bench weft_ffi_so_bench"
+    ;;
+  serve)
+    target=weft_cli  # bench/serve/run.sh installs its peers (wrk, python3-torch)
     ;;
   python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
@@ -190,5 +194,8 @@ case "${suite}" in
   ffi)
     "${build}/bench/ffi/weft_ffi_bench" "$@"
     exec "${build}/bench/ffi/weft_ffi_so_bench" "$@"
+    ;;
+  serve)
+    WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/serve/run.sh" "$@"
     ;;
 esac
