@@ -23,6 +23,7 @@ import argparse
 import http.server
 import io
 import os
+import socket
 import sys
 import threading
 import time
@@ -78,12 +79,21 @@ def main():
         def log_message(self, *a):
             pass
 
+        def setup(self):
+            super().setup()
+            # Without this, a response written in two sends meets the client's delayed ACK
+            # (Nagle): about 40 ms added to every keep-alive request.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def reply(self, code, body, ctype):
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            # Headers and body in one write.
+            self._headers_buffer.append(b"\r\n")
+            self._headers_buffer.append(body)
+            self.wfile.write(b"".join(self._headers_buffer))
+            self._headers_buffer = []
 
         def do_GET(self):
             if self.path == "/v1/health":

@@ -159,6 +159,24 @@ TEST(ServeBatcher, PadsToTheAllowedBatchSizes) {
   expect_rows(replies.got[0], x, w);
 }
 
+TEST(ServeBatcher, SingleRowsAreNotPadded) {
+  TempDir repo;
+  const MlpWeights w;
+  testing::write_mlp(repo.path(), "mlp", w, "\"max_batch\": 8, \"max_delay_ms\": 60000");
+  Metrics metrics;
+  Batcher b(load_model((repo.path() / "mlp").string(), {}), true, &metrics);
+  Replies replies;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(b.submit(request(testing::mlp_input(1, i), replies.slot(i))), Admit::kQueued);
+  }
+  b.stop();  // five rows with sizes 1, 2, 4, 8: a run of 4, then one of 1 (never 8 padded)
+  ASSERT_TRUE(replies.wait_for(5));
+  for (int i = 0; i < 5; ++i) expect_rows(replies.got[i], testing::mlp_input(1, i), w);
+  EXPECT_EQ(batches_up_to(metrics, "mlp", "+Inf"), 2u);
+  EXPECT_EQ(batches_up_to(metrics, "mlp", "1"), 1u);
+  EXPECT_EQ(batches_up_to(metrics, "mlp", "4"), 2u);
+}
+
 TEST(ServeBatcher, OutputsNotBatchFirstRunEachRequestAlone) {
   TempDir repo;
   testing::write_sum(repo.path(), "total");
