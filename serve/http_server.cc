@@ -68,6 +68,8 @@ struct Server::Impl {
   tcp::acceptor acceptor;
   asio::signal_set signals;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  asio::steady_timer accept_retry{ioc};
+  static constexpr int kAcceptRetryMs = 100;
 };
 
 namespace {
@@ -243,23 +245,30 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 void Server::Impl::accept() {
-  acceptor.async_accept(
-      asio::make_strand(ioc), [self = this](beast::error_code ec, tcp::socket socket) {
-        // Connections keep being accepted while the queues drain (their requests are answered
-        // 503): closing the acceptor at once would reset the connections in its backlog.
-        if (!ec) {
-          auto session = std::make_shared<Session>(std::move(socket), self);
-          {
-            std::lock_guard<std::mutex> lock(self->sessions_mu);
-            self->sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
-            self->sessions.push_back(session);
-          }
-          session->start();
-        } else if (ec == asio::error::operation_aborted) {
-          return;
-        }
-        self->accept();  // also after a failed accept (out of descriptors, a reset): keep serving
+  acceptor.async_accept(asio::make_strand(ioc), [self = this](beast::error_code ec,
+                                                              tcp::socket socket) {
+    // Connections keep being accepted while the queues drain (their requests are answered
+    // 503): closing the acceptor at once would reset the connections in its backlog.
+    if (!ec) {
+      auto session = std::make_shared<Session>(std::move(socket), self);
+      {
+        std::lock_guard<std::mutex> lock(self->sessions_mu);
+        self->sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+        self->sessions.push_back(session);
+      }
+      session->start();
+      self->accept();
+    } else if (ec != asio::error::operation_aborted) {
+      // Out of descriptors, say: retrying at once would spin. Keep serving the open
+      // connections and try again shortly.
+      std::fprintf(stderr, "weft serve: accepting a connection failed (%s); retrying in %d ms\n",
+                   ec.message().c_str(), kAcceptRetryMs);
+      self->accept_retry.expires_after(std::chrono::milliseconds(kAcceptRetryMs));
+      self->accept_retry.async_wait([self](beast::error_code ec2) {
+        if (!ec2 && self->acceptor.is_open()) self->accept();
       });
+    }
+  });
 }
 
 void Server::Impl::close_idle_sessions() {
@@ -284,6 +293,7 @@ void Server::Impl::begin_shutdown() {
     asio::post(self->ioc, [self] {
       beast::error_code ignored;
       self->acceptor.close(ignored);
+      self->accept_retry.cancel();
     });
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(self->options.shutdown_timeout_ms);
