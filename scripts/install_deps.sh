@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtbb-dev libdnnl-dev libdlpack-dev libboost-dev
+  libjpeg62-turbo-dev libpng-dev
   python3-dev python3-venv python3-numpy python3-pytest python3-torch python3-matplotlib
 )
 
