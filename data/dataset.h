@@ -40,8 +40,8 @@ class Iterator {
   }
 };
 
-/// What an iterator knows when it is made: which pass over the data this is (repeat() counts
-/// passes, so shuffles differ per pass yet stay reproducible).
+/// What an iterator knows when it is made: which pass of the enclosing repeat() it serves (0 for
+/// the first). Stages with randomness count their own passes (Note [Shuffle buffer]).
 struct IterContext {
   int64_t epoch = 0;
 };
@@ -86,7 +86,8 @@ struct MapOptions {
   /// Keep the input order (true) or return elements as they finish (false: faster when
   /// element costs vary; the order then depends on timing).
   bool deterministic = true;
-  /// Seed of the per-element generators; unset: drawn once per iterator from the OS.
+  /// Seed of the per-element generators; unset: drawn once per iterator from the OS. Pass k
+  /// (the k-th iterate() or repeat() pass) uses (seed, k): new draws every epoch.
   std::optional<uint64_t> seed;
   MapExecutor executor = MapExecutor::kEngine;
   /// Names the function in descriptions and errors.
@@ -113,7 +114,9 @@ class Dataset {
   Dataset filter(FilterFn pred, std::string name = "fn") const;
   /// Returns elements in a random order drawn from a buffer of `buffer` elements (a uniform
   /// permutation when buffer >= the dataset's size). With a seed the order is reproducible; with
-  /// reshuffle_each_iteration each pass of repeat() (and each iterate()) draws a new order.
+  /// reshuffle_each_iteration each pass (each iterate(), each pass of repeat()) draws a new
+  /// order: pass k of the dataset uses (seed, k). Without a seed, one is drawn from the OS when
+  /// the dataset is made.
   Dataset shuffle(int64_t buffer, std::optional<uint64_t> seed = std::nullopt,
                   bool reshuffle_each_iteration = true) const;
   /// Stacks `size` consecutive elements along a new first axis (every element's arrays must have

@@ -1,5 +1,6 @@
 // Dataset::map: the function runs on the engine's CPU workers (or the map's own threads), up
 // to num_parallel elements at once, returned in input order or as they finish.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -95,6 +96,7 @@ class MapNode final : public DatasetNode {
   NodePtr input_;
   std::shared_ptr<const MapFn> fn_;
   MapOptions options_;
+  mutable std::atomic<uint64_t> passes_{0};
 };
 
 class MapIterator final : public Iterator {
@@ -105,7 +107,9 @@ class MapIterator final : public Iterator {
         input_(node.input_->make_iterator(ctx)),
         shared_(std::make_shared<MapShared>()) {
     const uint64_t base = node.options_.seed ? *node.options_.seed : detail::random_seed_from_os();
-    seed_ = mix_seed(base, static_cast<uint64_t>(ctx.epoch));
+    // Each pass (an iterate(), a pass of repeat()) draws new random numbers: pass k uses
+    // (seed, k), so augmentations differ per epoch and a seeded program repeats them.
+    seed_ = mix_seed(base, node.passes_.fetch_add(1));
     if (node.options_.executor == MapExecutor::kThreadPool) {
       pool_ = std::make_unique<ThreadPool>(node.options_.num_parallel);
     }

@@ -1,5 +1,6 @@
 // Dataset::shuffle (a reservoir of `buffer` elements drawn from at random) and
 // Dataset::interleave (several inner datasets read in turn, block by block).
+#include <atomic>
 #include <vector>
 
 #include "data/dataset.h"
@@ -15,7 +16,10 @@ using NodePtr = std::shared_ptr<const DatasetNode>;
 class ShuffleNode final : public DatasetNode {
  public:
   ShuffleNode(NodePtr input, int64_t buffer, std::optional<uint64_t> seed, bool reshuffle)
-      : input_(std::move(input)), buffer_(buffer), seed_(seed), reshuffle_(reshuffle) {
+      : input_(std::move(input)),
+        buffer_(buffer),
+        seed_(seed ? *seed : detail::random_seed_from_os()),
+        reshuffle_(reshuffle) {
     WEFT_CHECK(buffer_ >= 1) << "shuffle(" << buffer_ << "): the buffer size must be >= 1";
   }
   std::unique_ptr<Iterator> make_iterator(const IterContext& ctx) const override;
@@ -26,23 +30,25 @@ class ShuffleNode final : public DatasetNode {
 
   NodePtr input_;
   int64_t buffer_;
-  std::optional<uint64_t> seed_;
+  uint64_t seed_;  // drawn once when none is given, so passes without reshuffling agree
   bool reshuffle_;
+  // Passes started so far (iterate() calls and repeat() passes): pass k shuffles with
+  // (seed, k), so each epoch has its own order and a seeded program repeats its orders.
+  mutable std::atomic<uint64_t> passes_{0};
 };
 
 // Note [Shuffle buffer]: the buffer is filled with the first `buffer` elements; each call draws
 // one of the buffered elements uniformly at random and refills its place with the next input
 // element. So element i can come out no earlier than position i - buffer + 1, and with a buffer
 // at least the dataset's size the order is a uniform random permutation. The generator is
-// seeded from (seed, epoch) when reshuffling each pass, from the seed alone otherwise.
+// seeded from (seed, pass number) when reshuffling each pass — every iterate() and every pass
+// of repeat() is a pass — and from the seed alone otherwise.
 class ShuffleIterator final : public Iterator {
  public:
   ShuffleIterator(const ShuffleNode& node, const IterContext& ctx)
       : node_(node),
         input_(node.input_->make_iterator(ctx)),
-        rng_(mix_seed(node.seed_ ? *node.seed_ : detail::random_seed_from_os(),
-                      node.reshuffle_ ? static_cast<uint64_t>(ctx.epoch) : 0),
-             0x5348) {}
+        rng_(mix_seed(node.seed_, node.reshuffle_ ? node.passes_.fetch_add(1) + 1 : 0), 0x5348) {}
   std::optional<Element> next() override {
     while (!input_done_ && static_cast<int64_t>(buffer_.size()) < node_.buffer_) {
       std::optional<Element> e = input_->next();  // an input error reaches the caller as is

@@ -265,6 +265,27 @@ TEST(DatasetTest, ShuffleIsSeededPermutationWithinBufferBound) {
             std::vector<int64_t>(same.begin() + 50, same.end()));
 }
 
+TEST(DatasetTest, EachIterationReshufflesAndSeededProgramsRepeatTheirOrders) {
+  Dataset a = range(0, 40).shuffle(64, 11);
+  Dataset b = range(0, 40).shuffle(64, 11);
+  const std::vector<int64_t> a1 = values(a), a2 = values(a);
+  EXPECT_NE(a1, a2);  // a new epoch, a new order
+  EXPECT_EQ(values(b), a1);
+  EXPECT_EQ(values(b), a2);
+  Dataset fixed = range(0, 40).shuffle(64, std::nullopt, false);
+  EXPECT_EQ(values(fixed), values(fixed));  // unseeded, not reshuffled: one order
+  // Random maps draw new numbers each epoch, the same ones in a rerun.
+  auto draw = [](std::vector<NDArray>, Rng& rng) {
+    return std::vector<NDArray>{scalar_i64(rng.uniform_int(0, 1 << 30))};
+  };
+  MapOptions o;
+  o.seed = 3;
+  Dataset m = range(0, 8).map(draw, o), m2 = range(0, 8).map(draw, o);
+  const std::vector<int64_t> e1 = values(m), e2 = values(m);
+  EXPECT_NE(e1, e2);
+  EXPECT_EQ(values(m2), e1);
+}
+
 TEST(DatasetTest, ShuffleWithFullBufferIsUniform) {
   // Position of element 0 over many seeds: uniform over 4 positions (chi-square, 3 dof).
   std::vector<int> counts(4, 0);
