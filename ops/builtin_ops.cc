@@ -15,6 +15,7 @@ void register_builtin_ops(OpRegistry& r) {
   register_init_ops(r);
   register_optimizer_ops(r);
   register_pick_ops(r);
+  register_image_ops(r);
 }
 
 }  // namespace weft::detail

@@ -18,6 +18,11 @@ void register_init_ops(OpRegistry& r);      // ops/init_ops.cc: zeros, ones, ara
 void register_optimizer_ops(OpRegistry& r);
 // ops/pick.cc: pick, one_hot
 void register_pick_ops(OpRegistry& r);
+// ops/image.cc: _image_to_tensor, _image_normalize, _image_flip_*, _image_random_flip_*,
+// _image_crop (calls register_image_resize_op)
+void register_image_ops(OpRegistry& r);
+// ops/image_resize.cc: _image_resize
+void register_image_resize_op(OpRegistry& r);
 
 }  // namespace detail
 }  // namespace weft

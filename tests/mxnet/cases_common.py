@@ -115,8 +115,10 @@ def all_cases(seed):
     import cases_nn
     import cases_shape
     import cases_misc
+    import cases_image
 
     b = Builder(seed)
-    for module in (cases_elemwise, cases_shape, cases_nn, cases_misc):
+    # cases_image last: every case draws from the shared generator (earlier cases keep theirs)
+    for module in (cases_elemwise, cases_shape, cases_nn, cases_misc, cases_image):
         module.add_cases(b)
     return b.cases
