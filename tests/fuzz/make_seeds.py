@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Writes seed inputs for the fuzz targets (tests/fuzz/run.sh calls it): .params files of every
 record layout (FORMATS.md), .npy files, small graph JSON files whose variables carry __shape__,
-and byte programs for c_api_fuzz. Standard library only.
+byte programs for c_api_fuzz, and RecordIO streams and images for recordio_fuzz. Standard
+library only.
 
-    make_seeds.py OUT_DIR   # writes OUT_DIR/params, npy, graph, capi and serve
+    make_seeds.py OUT_DIR   # writes OUT_DIR/params, npy, graph, capi, serve and recordio
 """
 import json
 import os
 import random
 import struct
 import sys
+import zlib
 
 MAGIC_V1, MAGIC_V2, MAGIC_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
 F32, F64, U8, I32, I8, I64 = 0, 1, 3, 4, 5, 6
@@ -204,11 +206,81 @@ def serve_seeds():
     }
 
 
+# 8 x 8 JPEGs written by libjpeg-turbo (quality 50): baseline RGB, progressive RGB, baseline grey.
+JPEG_RGB = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffdb0043011112121815182f1a1a2f63423842636363636363636363636363636363636363636363636363"
+    "6363636363636363636363636363636363636363636363636363ffc000110800080008030122000211010311"
+    "01ffc40014000100000000000000000000000000000000ffc4001d1000010402030000000000000000000000"
+    "010003041102211333b1ffc4001501010100000000000000000000000000000205ffc4001c11000103050000"
+    "000000000000000000000100020403112151d1ffda000c03010002110311003f0034cf5470dd01c11f227763"
+    "6edf811114f993aa4720300ceefd4034397fffd9")
+JPEG_PROGRESSIVE = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffdb0043011112121815182f1a1a2f63423842636363636363636363636363636363636363636363636363"
+    "6363636363636363636363636363636363636363636363636363ffc200110800080008030122000211010311"
+    "01ffc40014000100000000000000000000000000000000ffc400150101010000000000000000000000000000"
+    "0204ffda000c0301000210031000000109cfffc4001510010100000000000000000000000000000100ffda00"
+    "080101000105020bffc4001511010100000000000000000000000000001100ffda0008010301013f011bffc4"
+    "0017110100030000000000000000000000000003000231ffda0008010201013f0167b1e4ffc4001910000105"
+    "000000000000000000000000000200011151c1ffda0008010100063f02618a1d5fffc4001510010100000000"
+    "000000000000000000000091ffda0008010100013f21a88fffda000c0301000200030000001007ffc4001511"
+    "010100000000000000000000000000000100ffda0008010301013f1004ffc400191101000203000000000000"
+    "0000000000000100112151d1ffda0008010201013f1040099ddf67ffc4001910000300030000000000000000"
+    "000000000111210031b1ffda0008010100013f10d5200e1ac57e0cffd9")
+JPEG_GREY = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffc0000b080008000801011100ffc40014000100000000000000000000000000000001ffc4001e10000201"
+    "030500000000000000000000000103020511120004317191ffda0008010100003f00698b4d12972deb979e36"
+    "10582019c8f005fde813afffd9")
+
+
+def png(width, height, depth, color_type, rows, plte=b"", trns=b""):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0))
+    if plte:
+        out += chunk(b"PLTE", plte)
+    if trns:
+        out += chunk(b"tRNS", trns)
+    out += chunk(b"IDAT", zlib.compress(b"".join(b"\x00" + row for row in rows)))
+    return out + chunk(b"IEND", b"")
+
+
+def recordio_part(cflag, payload, length=None):
+    length = len(payload) if length is None else length
+    return struct.pack("<II", 0xced7230a, cflag << 29 | length) + payload + b"\x00" * (-len(payload) % 4)
+
+
+def recordio_seeds():
+    """recordio_fuzz reads a mode byte (0 a RecordIO stream, 1 .idx text, 2 an image after a
+    channels byte), then the input."""
+    image_header = struct.pack("<IfQQ", 0, 3.0, 7, 0)
+    labels_header = struct.pack("<IfQQ", 2, 0.0, 8, 0) + struct.pack("<ff", 1.5, -2.0)
+    return {
+        "rec_whole": b"\x00" + recordio_part(0, b"abc") + recordio_part(0, b"") + recordio_part(0, b"0123"),
+        "rec_parts": b"\x00" + recordio_part(1, b"abcd") + recordio_part(2, b"") + recordio_part(3, b"xyz"),
+        "rec_image": b"\x00" + recordio_part(0, image_header + JPEG_GREY[:40]) + recordio_part(0, labels_header + b"PNG"),
+        "idx": b"\x01" + b"0\t0\n1\t12\n2\t24\r\n",
+        "jpeg_rgb": b"\x02\x03" + JPEG_RGB,
+        "jpeg_progressive": b"\x02\x00" + JPEG_PROGRESSIVE,
+        "jpeg_grey": b"\x02\x01" + JPEG_GREY,
+        "png_rgb": b"\x02\x03" + png(3, 2, 8, 2, [bytes(range(9)), bytes(range(9, 18))]),
+        "png_palette": b"\x02\x03" + png(3, 1, 8, 3, [b"\x02\x00\x01"], b"\xff\x00\x00\x00\xff\x00\x00\x00\xff", b"\x00\x80"),
+        "png_grey16": b"\x02\x01" + png(2, 1, 16, 0, [b"\x12\x34\xab\xcd"]),
+        "png_grey2": b"\x02\x00" + png(4, 1, 2, 0, [b"\x1b"]),
+        "png_rgba": b"\x02\x03" + png(1, 2, 8, 6, [b"\x01\x02\x03\x04", b"\x05\x06\x07\x08"]),
+    }
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     for kind, seeds in (("params", params_seeds()), ("npy", npy_seeds()), ("graph", graph_seeds()),
-                          ("capi", capi_seeds()), ("serve", serve_seeds())):
+                          ("capi", capi_seeds()), ("serve", serve_seeds()), ("recordio", recordio_seeds())):
         directory = os.path.join(sys.argv[1], kind)
         os.makedirs(directory, exist_ok=True)
         for name, data in seeds.items():

@@ -22,7 +22,8 @@ shift $(($# > 0 ? 1 : 0))
 build="${WEFT_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 weft_build="${WEFT_BUILD_DIR:-$root/build}"
 models="${WEFT_MODELS_DIR:-$root/../shared/models}"
-all_targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz c_api_fuzz serve_body_fuzz)
+all_targets=(params_fuzz params_ndarray_fuzz npy_fuzz graph_json_fuzz graph_bind_fuzz c_api_fuzz serve_body_fuzz
+  recordio_fuzz)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then
   targets=("$@")
@@ -67,7 +68,7 @@ if [ ! -f "$weft_build/CMakeCache.txt" ]; then
   exit 1
 fi
 # The linked targets need weft's layer libraries, current with the sources.
-cmake --build "$weft_build" -j 2 --target weft_graph
+cmake --build "$weft_build" -j 2 --target weft_graph weft_data
 configure_log="$(cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_DIR="$weft_build" 2>&1)" || {
   echo "$configure_log" >&2
@@ -104,6 +105,7 @@ for target in "${targets[@]}"; do
     graph_bind_fuzz) extra=("$seeds/graph" "$seeds/models" -dict="$here/graph_json.dict" -max_len=16384) ;;
     c_api_fuzz) extra=("$seeds/capi" -max_len=4096) ;;
     serve_body_fuzz) extra=("$seeds/serve" -max_len=8192) ;;
+    recordio_fuzz) extra=("$seeds/recordio" -max_len=8192) ;;
   esac
   echo "fuzz: $target for ${seconds}s"
   log="$build/$target.log"

@@ -70,4 +70,13 @@ else
     --mxnet-python "$py" --out "$out/nn-export" || status=1
 fi
 
+# RecordIO files and image decoding exchanged with MXNet (recordio_check.py runs weft_data_tests).
+echo "== MXNet 1.9.1 vs weft: RecordIO =="
+if cmake --build "$build" -j "$jobs" --target weft_data_tests; then
+  timeout 600 "$py" "$root/tests/mxnet/recordio_check.py" --tests "$build/tests/weft_data_tests" \
+    --out "$out/recordio" || status=1
+else
+  status=1
+fi
+
 exit "$status"
