@@ -71,4 +71,5 @@ NB_MODULE(_weft, m) {
   init_autograd(m);
   init_ops(m);
   init_graph(m);
+  init_data(m);
 }

@@ -42,6 +42,8 @@ void init_io(nb::module_& m);
 /// otherwise the values are converted to `dtype`.
 NDArray to_array(nb::handle value, Device device, const DType* dtype);
 void init_runtime(nb::module_& m);
+/// weft.data's native part: datasets, sources, transforms (py_data.cc).
+void init_data(nb::module_& m);
 
 /// Whether the interpreter is shutting down (a thread asking for the GIL then never gets it).
 inline bool interpreter_finalizing() {

@@ -11,7 +11,7 @@ raised by a kernel surfaces at the next wait on the array it wrote, once.
     24.0
 
 Modules: ``weft.op`` (every registered operator), ``weft.autograd``, ``weft.graph`` and
-``weft.sym`` (MXNet graphs), ``weft.random``, ``weft.profiler``.
+``weft.sym`` (MXNet graphs), ``weft.random``, ``weft.profiler``, ``weft.data`` (input pipelines).
 """
 import os as _os
 import sys as _sys
@@ -45,7 +45,7 @@ from ._weft import (  # noqa: E402
     zeros,
 )
 from .ndarray import array, asarray, zeros_like, ones_like, concat, stack, load, save
-from . import op, autograd, random, profiler, graph, sym
+from . import op, autograd, random, profiler, graph, sym, data
 from .graph import model
 from .register import load_plugin, register_op  # noqa: F811 - refreshes weft.op
 
@@ -53,8 +53,8 @@ __version__ = _weft.version()
 
 __all__ = [
     "Device", "EngineError", "NDArray", "ShapeError", "WeftError", "arange", "array", "asarray",
-    "autograd", "concat", "cpu", "cuda", "cuda_available", "empty", "from_dlpack", "full", "graph",
-    "load", "load_plugin", "model", "ones", "ones_like", "op", "profiler", "random",
+    "autograd", "concat", "cpu", "cuda", "cuda_available", "data", "empty", "from_dlpack", "full",
+    "graph", "load", "load_plugin", "model", "ones", "ones_like", "op", "profiler", "random",
     "register_op", "save", "seed", "stack", "sym", "waitall", "zeros", "zeros_like",
 ]
 
