@@ -14,7 +14,9 @@
 # C calls through libweft_c.so), python (bench/python/py_bench.py: weft's Python package against
 # PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below), train
 # (bench/python/train_bench.py: a hybridized weft.nn ResNet-18 training step against PyTorch's),
-# serve (bench/serve/run.sh: `weft serve` under wrk against a PyTorch server on the same graph).
+# serve (bench/serve/run.sh: `weft serve` under wrk against a PyTorch server on the same graph),
+# data (weft_data_bench through bench/data/run.sh: input pipelines of weft::data against PyTorch's
+# DataLoader, and tf.data where installed, on the same generated images).
 # A new suite adds one arm to each of the two case statements below; python and train build
 # nothing and run from the first.
 #
@@ -35,7 +37,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python train serve"
+suites="engine memory ops planner replay ffi python train serve data"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -82,6 +84,9 @@ case "${suite}" in
     ;;
   serve)
     target=weft_cli  # bench/serve/run.sh installs its peers (wrk, python3-torch)
+    ;;
+  data)
+    target=weft_data_bench  # bench/data/run.sh installs its peers (python3-torch, python3-pil)
     ;;
   python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
@@ -197,5 +202,8 @@ case "${suite}" in
     ;;
   serve)
     WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/serve/run.sh" "$@"
+    ;;
+  data)
+    WEFT_DATA_BENCH_BIN="${build}/bench/data/weft_data_bench" exec "${repo}/bench/data/run.sh" "$@"
     ;;
 esac
