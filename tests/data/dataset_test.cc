@@ -13,6 +13,8 @@
 #include <set>
 #include <thread>
 
+#include "devices/device_api.h"
+
 namespace weft::data {
 namespace {
 
@@ -441,6 +443,23 @@ TEST(DatasetTest, PrefetchToTheCpuKeepsArraysOnTheCpu) {
   auto e = it->next();
   ASSERT_TRUE(e);
   EXPECT_EQ(e->arrays[0].device(), Device::cpu());
+}
+
+TEST(DatasetTest, PrefetchToADeviceThatCannotBeReachedNamesStageAndDevice) {
+  // Without a GPU (or before CUDA copies exist) the copy fails; the consumer gets an error
+  // naming the stage and device, then the end.
+  DeviceAPI* cuda = DeviceAPI::try_get(DeviceType::kCUDA);
+  if (cuda != nullptr && cuda->device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  PrefetchOptions o;
+  o.device = Device::cuda(0);
+  auto it = range(0, 2).prefetch(o).iterate();
+  try {
+    it->next();
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefetch(cuda:0)"), std::string::npos) << e.what();
+    EXPECT_EQ(e.index(), 0);
+  }
 }
 
 TEST(DatasetTest, DescribeNamesEveryStage) {
