@@ -34,27 +34,9 @@ std::vector<NDArray> run_host(const OpAttrs& attrs, const std::vector<NDArray>& 
       << attrs.where() << " has no plain CPU kernel (run_host_op runs FCompute kernels only)";
 
   std::vector<Shape> shapes(nin + nout);  // inputs then outputs; the views point into it
-  std::vector<Shape> in_shapes(nin), out_shapes(nout);
-  std::vector<DType> in_types(nin), out_types(nout, DType::kUnknown);
-  for (int i = 0; i < nin; ++i) {
-    in_shapes[i] = inputs[i].shape();
-    in_types[i] = inputs[i].dtype();
-  }
-  op.infer_shape(attrs, in_shapes, out_shapes);
-  op.infer_type(attrs, in_types, out_types);
-  for (int i = 0; i < nin; ++i) {
-    WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
-        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape()
-        << " but the op needs " << in_shapes[i];
-    WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
-        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype())
-        << " but the op needs " << dtype_name(in_types[i]);
-  }
-  for (int i = 0; i < nout; ++i) {
-    WEFT_CHECK_AS(ShapeError, out_shapes[i].known() && out_types[i] != DType::kUnknown)
-        << attrs.where() << ": could not infer output " << i << " (shape " << out_shapes[i]
-        << ", dtype " << dtype_name(out_types[i]) << ")";
-  }
+  std::vector<Shape> in_shapes, out_shapes(nout);
+  std::vector<DType> in_types, out_types(nout, DType::kUnknown);
+  infer_outputs(attrs, inputs, in_shapes, in_types, out_shapes, out_types);
 
   OpContext ctx;
   ctx.num_threads = 1;

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "data/sources.h"
+#include "ndarray/serialize.h"
 
 namespace weft::data {
 namespace {
@@ -63,193 +64,12 @@ std::shared_ptr<const FileMapping> map_file(const std::string& path) {
   return mapping;
 }
 
-/// A parsed `.npy` header: where the data starts and what it holds.
-struct NpyHeader {
-  DType dtype = DType::kUnknown;
-  std::vector<int64_t> shape;
-  size_t data_offset = 0;
-};
-
-/// Parses the Python dict literal of a `.npy` header ({'descr': '<f4', 'fortran_order': False,
-/// 'shape': (3, 4), }) strictly: exactly those three keys, string/bool/tuple values.
-class NpyHeaderParser {
- public:
-  NpyHeaderParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
-
-  void parse(std::string* descr, bool* fortran_order, std::vector<int64_t>* shape) {
-    bool seen_descr = false, seen_order = false, seen_shape = false;
-    expect('{');
-    while (true) {
-      skip_space();
-      if (peek() == '}') break;
-      const std::string key = string_literal();
-      expect(':');
-      skip_space();
-      if (key == "descr" && !seen_descr) {
-        *descr = string_literal();
-        seen_descr = true;
-      } else if (key == "fortran_order" && !seen_order) {
-        *fortran_order = bool_literal();
-        seen_order = true;
-      } else if (key == "shape" && !seen_shape) {
-        *shape = tuple_literal();
-        seen_shape = true;
-      } else {
-        fail("unexpected or repeated key '" + key + "'");
-      }
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-      } else if (peek() != '}') {
-        fail("expected ',' or '}' after the value of '" + key + "'");
-      }
-    }
-    ++pos_;
-    skip_space();
-    if (pos_ != text_.size()) fail("unexpected text after the header dict");
-    if (!seen_descr || !seen_order || !seen_shape) {
-      fail("the header must have the keys 'descr', 'fortran_order' and 'shape'");
-    }
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& problem) const {
-    WEFT_THROW(ValueError) << "npy_files: '" << path_ << "': malformed .npy header at character "
-                           << pos_ << ": " << problem;
-  }
-  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  void expect(char c) {
-    skip_space();
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  std::string string_literal() {
-    const char quote = peek();
-    if (quote != '\'' && quote != '"') fail("expected a quoted string");
-    const size_t start = ++pos_;
-    while (pos_ < text_.size() && text_[pos_] != quote) {
-      if (text_[pos_] == '\\') fail("escapes are not supported in header strings");
-      ++pos_;
-    }
-    if (pos_ >= text_.size()) fail("unterminated string");
-    return std::string(text_.substr(start, pos_++ - start));
-  }
-  bool bool_literal() {
-    if (text_.substr(pos_, 4) == "True") {
-      pos_ += 4;
-      return true;
-    }
-    if (text_.substr(pos_, 5) == "False") {
-      pos_ += 5;
-      return false;
-    }
-    fail("fortran_order must be True or False");
-  }
-  std::vector<int64_t> tuple_literal() {
-    expect('(');
-    std::vector<int64_t> dims;
-    while (true) {
-      skip_space();
-      if (peek() == ')') break;
-      if (peek() < '0' || peek() > '9') fail("expected a dimension (a non-negative integer)");
-      int64_t value = 0;
-      while (peek() >= '0' && peek() <= '9') {
-        if (__builtin_mul_overflow(value, int64_t{10}, &value) ||
-            __builtin_add_overflow(value, int64_t{peek() - '0'}, &value)) {
-          fail("a dimension overflows int64");
-        }
-        ++pos_;
-      }
-      if (peek() == 'L') ++pos_;  // Python 2's long suffix
-      dims.push_back(value);
-      if (dims.size() > 32) fail("more than 32 dimensions");
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-      } else if (peek() != ')') {
-        fail("expected ',' or ')' in the shape");
-      }
-    }
-    ++pos_;
-    return dims;
-  }
-
-  std::string_view text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
-
-/// The dtype of a descr ('<f4', '|u1', ...): little-endian or byte-order-free only.
-DType npy_dtype(const std::string& descr, const std::string& path) {
-  struct Code {
-    const char* text;
-    DType dtype;
-  };
-  static constexpr Code kCodes[] = {
-      {"f2", DType::kFloat16}, {"f4", DType::kFloat32}, {"f8", DType::kFloat64},
-      {"i1", DType::kInt8},    {"i2", DType::kInt16},   {"i4", DType::kInt32},
-      {"i8", DType::kInt64},   {"u1", DType::kUInt8},   {"u2", DType::kUInt16},
-      {"u4", DType::kUInt32},  {"u8", DType::kUInt64},  {"b1", DType::kBool},
-  };
-  if (descr.size() == 3) {
-    const char order = descr[0];
-    for (const Code& code : kCodes) {
-      if (descr.compare(1, 2, code.text) != 0) continue;
-      const bool single_byte = dtype_size(code.dtype) == 1;
-      if (order == '<' || order == '=' || (single_byte && (order == '|' || order == '>'))) {
-        return code.dtype;
-      }
-      WEFT_CHECK(order != '>') << "npy_files: '" << path << "' holds big-endian data (descr '"
-                               << descr
-                               << "'); convert it with arr.astype(arr.dtype.newbyteorder('<'))";
-    }
-  }
-  WEFT_THROW(ValueError) << "npy_files: '" << path << "' has the unsupported descr '" << descr
-                         << "' (supported: <f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1)";
-}
-
-/// Reads and checks the header of a mapped `.npy` file; ValueError naming the file.
+/// Reads and checks the header of a mapped `.npy` file (ndarray/serialize's parser, which also
+/// checks that the data fits); ValueError naming the file.
 NpyHeader parse_npy(const FileMapping& file, const std::string& path) {
-  const uint8_t* bytes = file.data;
-  const size_t size = file.size;
-  WEFT_CHECK(size >= 10 && std::memcmp(bytes, "\x93NUMPY", 6) == 0)
-      << "npy_files: '" << path << "' is not a .npy file (the magic \\x93NUMPY is missing)";
-  const int major = bytes[6], minor = bytes[7];
-  WEFT_CHECK(major >= 1 && major <= 3 && minor == 0)
-      << "npy_files: '" << path << "' has the unsupported .npy format version " << major << "."
-      << minor << " (1.0, 2.0 and 3.0 are read)";
-  size_t header_at = 10, header_length = size_t{bytes[8]} | size_t{bytes[9]} << 8;
-  if (major >= 2) {
-    WEFT_CHECK(size >= 12) << "npy_files: '" << path << "' is truncated inside its header";
-    header_at = 12;
-    header_length |= size_t{bytes[10]} << 16 | size_t{bytes[11]} << 24;
-  }
-  WEFT_CHECK(header_length <= size - header_at)
-      << "npy_files: '" << path << "' is truncated: the header announces " << header_length
-      << " bytes, the file has " << size - header_at << " after the preamble";
-  std::string descr;
-  bool fortran_order = false;
-  NpyHeader header;
-  const std::string_view text(reinterpret_cast<const char*>(bytes + header_at), header_length);
-  NpyHeaderParser(text, path).parse(&descr, &fortran_order, &header.shape);
-  header.dtype = npy_dtype(descr, path);
-  WEFT_CHECK(!fortran_order || header.shape.size() <= 1)
-      << "npy_files: '" << path << "' is in Fortran order; save np.ascontiguousarray(arr)";
-  WEFT_CHECK(!header.shape.empty())
+  NpyHeader header = parse_npy_header(file.data, file.size, path, "npy_files");
+  WEFT_CHECK(header.shape.ndim() >= 1)
       << "npy_files: '" << path << "' holds a 0-d array, which has no rows";
-  header.data_offset = header_at + header_length;
-  const Shape shape(header.shape);
-  const size_t data_bytes =
-      shape_bytes(shape, dtype_size(header.dtype), "npy_files: '" + path + "'");
-  WEFT_CHECK(data_bytes <= size - header.data_offset)
-      << "npy_files: '" << path << "' is truncated: shape " << shape << " " << descr << " needs "
-      << data_bytes << " bytes of data, the file has " << size - header.data_offset;
   return header;
 }
 
@@ -354,7 +174,7 @@ Dataset npy_files(std::vector<std::vector<std::string>> shards) {
       file.path = path;
       file.mapping = map_file(path);
       file.header = parse_npy(*file.mapping, path);
-      const std::vector<int64_t>& dims = file.header.shape;
+      const Shape& dims = file.header.shape;
       file.row_shape = Shape(dims.begin() + 1, dims.end());
       file.row_bytes = static_cast<size_t>(file.row_shape.size()) * dtype_size(file.header.dtype);
       if (!shard.files.empty()) {

@@ -77,6 +77,36 @@ std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap&
   return std::make_shared<const OpAttrs>(get_op(op).make_attrs(attrs));
 }
 
+void infer_outputs(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
+                   std::vector<Shape>& in_shapes, std::vector<DType>& in_types,
+                   std::vector<Shape>& out_shapes, std::vector<DType>& out_types) {
+  const Op& op = *attrs.op;
+  const int nin = static_cast<int>(inputs.size()), nout = static_cast<int>(out_shapes.size());
+  in_shapes.resize(nin);
+  in_types.resize(nin);
+  for (int i = 0; i < nin; ++i) {
+    in_shapes[i] = inputs[i].shape();
+    in_types[i] = inputs[i].dtype();
+  }
+  op.infer_shape(attrs, in_shapes, out_shapes);
+  op.infer_type(attrs, in_types, out_types);
+  for (int i = 0; i < nin; ++i) {
+    WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
+        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape()
+        << " but the op needs " << in_shapes[i];
+    WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
+        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype())
+        << " but the op needs " << dtype_name(in_types[i]);
+  }
+  for (int i = 0; i < nout; ++i) {
+    WEFT_CHECK_AS(ShapeError, out_shapes[i].known())
+        << attrs.where() << ": could not infer the shape of output " << i << " (got "
+        << out_shapes[i] << ")";
+    WEFT_CHECK_AS(ShapeError, out_types[i] != DType::kUnknown)
+        << attrs.where() << ": could not infer the dtype of output " << i;
+  }
+}
+
 std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
                                 const std::vector<NDArray>& inputs, InvokeOptions options) {
   WEFT_CHECK(attrs_ptr && attrs_ptr->op) << "invoke: no operator";
@@ -112,32 +142,12 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   out_shapes.assign(nout, Shape());
   in_types.resize(nin);
   out_types.assign(nout, DType::kUnknown);
-  for (int i = 0; i < nin; ++i) {
-    in_shapes[i] = inputs[i].shape();
-    in_types[i] = inputs[i].dtype();
-  }
   for (size_t i = 0; i < given.size(); ++i) {
     if (given[i].is_none()) continue;
     out_shapes[i] = given[i].shape();
     out_types[i] = given[i].dtype();
   }
-  op.infer_shape(attrs, in_shapes, out_shapes);
-  op.infer_type(attrs, in_types, out_types);
-  for (int i = 0; i < nin; ++i) {
-    WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
-        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape()
-        << " but the op needs " << in_shapes[i];
-    WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
-        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype())
-        << " but the op needs " << dtype_name(in_types[i]);
-  }
-  for (int i = 0; i < nout; ++i) {
-    WEFT_CHECK_AS(ShapeError, out_shapes[i].known())
-        << attrs.where() << ": could not infer the shape of output " << i << " (got "
-        << out_shapes[i] << ")";
-    WEFT_CHECK_AS(ShapeError, out_types[i] != DType::kUnknown)
-        << attrs.where() << ": could not infer the dtype of output " << i;
-  }
+  infer_outputs(attrs, inputs, in_shapes, in_types, out_shapes, out_types);
 
   // Kernel.
   auto pk = std::make_unique<PendingKernel>();

@@ -218,6 +218,14 @@ std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inp
 /// The first visible output of invoke().
 NDArray invoke1(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs = {});
 
+/// Infers `attrs.op`'s output shapes and types for `inputs` (out_shapes/out_types sized to the
+/// op's outputs, pre-filled where the caller knows them) and checks that the inputs agree with
+/// what the op needs. Throws ShapeError naming the op for a mismatch or an output it cannot
+/// infer. `in_shapes`/`in_types` are scratch. Used by invoke and by synchronous host runners.
+void infer_outputs(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
+                   std::vector<Shape>& in_shapes, std::vector<DType>& in_types,
+                   std::vector<Shape>& out_shapes, std::vector<DType>& out_types);
+
 /// Parses attributes once for repeated invocations (cache the result).
 std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap& attrs = {});
 

@@ -608,8 +608,8 @@ void save_params(const std::string& path, const NamedArrays& arrays, bool v3) {
   write_file(path, save_params_to_memory(arrays, v3), "save_params");
 }
 
-HostArray load_npy_from_memory(const void* data, size_t size, const std::string& what) {
-  ByteReader r(data, size, what, "load_npy");
+NpyHeader parse_npy_header(const void* data, size_t size, const std::string& what, const char* op) {
+  ByteReader r(data, size, what, op);
   r.need(kNpyMagicSize, "the .npy magic");
   if (std::memcmp(r.cursor(), kNpyMagic, kNpyMagicSize) != 0) {
     r.fail(0, "not a .npy file (the magic \\x93NUMPY is missing)");
@@ -631,16 +631,28 @@ HostArray load_npy_from_memory(const void* data, size_t size, const std::string&
 
   std::string descr;
   bool fortran_order = false;
-  HostArray a;
-  NpyHeaderParser(r, std::move(text), header_at).parse(&descr, &fortran_order, &a.shape);
-  a.dtype = npy_dtype(r, header_at, descr);
-  if (fortran_order && a.shape.ndim() > 1) {
+  NpyHeader h;
+  NpyHeaderParser(r, std::move(text), header_at).parse(&descr, &fortran_order, &h.shape);
+  h.dtype = npy_dtype(r, header_at, descr);
+  if (fortran_order && h.shape.ndim() > 1) {
     r.fail(header_at,
            "fortran_order is True; weft reads C-order arrays only "
            "(save np.ascontiguousarray(arr))");
   }
-  const uint64_t n = data_bytes(r, header_at, a.shape, a.dtype, "the header");
-  a.bytes = r.read_bytes(n, cat("data (", a.shape.to_string(), " ", descr, ")"));
+  const uint64_t n = data_bytes(r, header_at, h.shape, h.dtype, "the header");
+  r.need(n, cat("data (", h.shape.to_string(), " ", descr, ")"));
+  h.data_offset = r.offset();
+  return h;
+}
+
+HostArray load_npy_from_memory(const void* data, size_t size, const std::string& what) {
+  const NpyHeader h = parse_npy_header(data, size, what);
+  const size_t n = static_cast<size_t>(h.shape.size()) * dtype_size(h.dtype);
+  HostArray a;
+  a.shape = h.shape;
+  a.dtype = h.dtype;
+  const auto* begin = static_cast<const uint8_t*>(data) + h.data_offset;
+  a.bytes.assign(begin, begin + n);
   a.device = Device::cpu();
   return a;
 }

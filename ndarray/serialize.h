@@ -86,6 +86,20 @@ HostArray load_npy(const std::string& path);
 /// messages. Thread-safe.
 HostArray load_npy_from_memory(const void* data, size_t size, const std::string& what);
 
+/// What a `.npy` header says: the element type, the shape and where the data starts.
+struct NpyHeader {
+  DType dtype = DType::kUnknown;
+  Shape shape;
+  size_t data_offset = 0;  ///< bytes from the start of the file to the first element
+};
+
+/// Parses and checks the header of the `.npy` file held in `size` bytes at `data` (the same
+/// rules as load_npy) and that the data it announces fits in `size`, without reading the data
+/// (for memory-mapped files). Errors are ValueErrors "`op`: '`what`' at byte offset N: ...".
+/// Thread-safe.
+NpyHeader parse_npy_header(const void* data, size_t size, const std::string& what,
+                           const char* op = "load_npy");
+
 /// Writes a dense array as a `.npy` file (format 1.0, or 2.0 when the header needs it),
 /// little-endian, C order. Throws ValueError for a none/sparse/inconsistent array, a dtype
 /// NumPy cannot name (bfloat16), or when the file cannot be written. Thread-safe for distinct

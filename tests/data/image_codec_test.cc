@@ -14,11 +14,12 @@
 #include "data/image.h"
 #include "data/image_codec_detail.h"
 #include "data/sources.h"
+#include "tests/data/data_test_util.h"
 
 namespace weft::data {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace testing;  // NOLINT(google-build-using-namespace)
 
 /// A smooth HWC test image (JPEG compresses such images with small errors).
 NDArray synthetic(int64_t h, int64_t w, int channels) {
@@ -59,19 +60,6 @@ double psnr(const Bytes& a, const Bytes& b) {
   double sq = 0;
   for (size_t i = 0; i < a.size(); ++i) sq += (int(a[i]) - int(b[i])) * (int(a[i]) - int(b[i]));
   return 10 * std::log10(255.0 * 255.0 / (sq / static_cast<double>(a.size())));
-}
-
-template <typename Fn>
-void expect_value_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no ValueError";
-  } catch (const ValueError& e) {
-    for (const std::string& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' is not in: " << e.what();
-    }
-  }
 }
 
 // ---- PNG files built by hand (stored deflate blocks, CRC-32 and Adler-32 computed here) -------
