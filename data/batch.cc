@@ -105,25 +105,42 @@ void run_copies(size_t total_bytes, int num_parallel, int64_t rows,
   };
   auto join = std::make_shared<Join>();
   const int parts = static_cast<int>(std::min<int64_t>(num_parallel, rows));
-  join->pending = parts;
   Engine& engine = Runtime::get().engine();
-  for (int p = 0; p < parts; ++p) {
-    const int64_t begin = rows * p / parts, end = rows * (p + 1) / parts;
-    // Note [Batch copies on the engine]: like map, the copies name no variables (the batch and
-    // its rows belong to this stage alone); the caller waits for all of them below.
-    engine.push_sync(
-        [join, &copy_rows, begin, end](const RunContext&) {
-          std::exception_ptr error;
-          try {
-            copy_rows(begin, end);
-          } catch (...) {
-            error = std::current_exception();
-          }
-          std::lock_guard<std::mutex> lock(join->mutex);
-          if (error && !join->error) join->error = error;
-          if (--join->pending == 0) join->done.notify_all();
-        },
-        Device::cpu(), {}, {}, FnProperty::kNormal, 0, "data.batch");
+  int64_t pushed_rows = 0;
+  try {
+    for (int p = 0; p < parts; ++p) {
+      const int64_t begin = rows * p / parts, end = rows * (p + 1) / parts;
+      {
+        std::lock_guard<std::mutex> lock(join->mutex);
+        ++join->pending;
+      }
+      // Note [Batch copies on the engine]: like map, the copies name no variables (the batch
+      // and its rows belong to this stage alone); the caller waits for all of them below.
+      try {
+        engine.push_sync(
+            [join, &copy_rows, begin, end](const RunContext&) {
+              std::exception_ptr error;
+              try {
+                copy_rows(begin, end);
+              } catch (...) {
+                error = std::current_exception();
+              }
+              std::lock_guard<std::mutex> lock(join->mutex);
+              if (error && !join->error) join->error = error;
+              if (--join->pending == 0) join->done.notify_all();
+            },
+            Device::cpu(), {}, {}, FnProperty::kNormal, 0, "data.batch");
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(join->mutex);
+        --join->pending;
+        throw;
+      }
+      pushed_rows = end;
+    }
+  } catch (...) {
+    // A push failed: the copies already pushed refer to copy_rows, so they finish before this
+    // frame unwinds; the remaining rows are copied here.
+    copy_rows(pushed_rows, rows);
   }
   std::unique_lock<std::mutex> lock(join->mutex);
   join->done.wait(lock, [&] { return join->pending == 0; });
@@ -156,6 +173,9 @@ class BatchNode final : public DatasetNode {
 
   // Stacks `rows` into one element.
   Element stack(std::vector<Element>& rows) const;
+  // Throws DataError for `e` when it cannot join a batch that starts with `first`: another
+  // number of arrays, dtypes or ranks, or (batch, not padded_batch) other shapes.
+  void check_fits(const Element& first, const Element& e) const;
 
   NodePtr input_;
   int64_t size_;
@@ -166,6 +186,28 @@ class BatchNode final : public DatasetNode {
   double padding_value_;
 };
 
+void BatchNode::check_fits(const Element& first, const Element& e) const {
+  if (e.arrays.size() != first.arrays.size()) {
+    throw DataError(stage() + ": " + detail::describe_element(e.index, e.origin) + " has " +
+                        std::to_string(e.arrays.size()) + " arrays, the batch's first has " +
+                        std::to_string(first.arrays.size()),
+                    e.index, e.origin);
+  }
+  for (size_t c = 0; c < e.arrays.size(); ++c) {
+    const NDArray &a = e.arrays[c], &f = first.arrays[c];
+    if (a.dtype() != f.dtype() || a.ndim() != f.ndim() || (!padded_ && a.shape() != f.shape())) {
+      throw DataError(stage() + ": array " + std::to_string(c) + " of " +
+                          detail::describe_element(e.index, e.origin) + " is " +
+                          shape_text(a.shape()) + " " + dtype_name(a.dtype()) +
+                          " but the batch's first is " + shape_text(f.shape()) + " " +
+                          dtype_name(f.dtype()) +
+                          (padded_ ? " (padded_batch needs equal ranks and dtypes)"
+                                   : " (use padded_batch for varying shapes)"),
+                      e.index, e.origin);
+    }
+  }
+}
+
 Element BatchNode::stack(std::vector<Element>& rows) const {
   const Element& first = rows.front();
   const size_t arity = first.arrays.size();
@@ -174,31 +216,13 @@ Element BatchNode::stack(std::vector<Element>& rows) const {
   out.index = first.index;
   out.origin = "batch of " + detail::describe_element(first.index, first.origin) + " .. " +
                detail::describe_element(rows.back().index, rows.back().origin);
-  for (const Element& e : rows) {
-    if (e.arrays.size() != arity) {
-      throw DataError(stage() + ": " + detail::describe_element(e.index, e.origin) + " has " +
-                          std::to_string(e.arrays.size()) + " arrays, the batch's first has " +
-                          std::to_string(arity),
-                      e.index, e.origin);
-    }
-  }
+  // Every row passed check_fits against the first when it was gathered.
   for (size_t c = 0; c < arity; ++c) {
     const DType dtype = first.arrays[c].dtype();
     Shape row_shape = first.arrays[c].shape();
     std::vector<int64_t> target = row_shape.to_vector();
     for (const Element& e : rows) {
       const NDArray& a = e.arrays[c];
-      const bool rank_ok = a.ndim() == row_shape.ndim();
-      if (a.dtype() != dtype || !rank_ok || (!padded_ && a.shape() != row_shape)) {
-        throw DataError(stage() + ": array " + std::to_string(c) + " of " +
-                            detail::describe_element(e.index, e.origin) + " is " +
-                            shape_text(a.shape()) + " " + dtype_name(a.dtype()) +
-                            " but the batch's first is " + shape_text(row_shape) + " " +
-                            dtype_name(dtype) +
-                            (padded_ ? " (padded_batch needs equal ranks and dtypes)"
-                                     : " (use padded_batch for varying shapes)"),
-                        e.index, e.origin);
-      }
       for (int d = 0; d < a.ndim(); ++d) target[d] = std::max(target[d], a.shape()[d]);
     }
     if (padded_ && c < padded_shapes_.size() && !padded_shapes_[c].empty()) {
@@ -257,6 +281,8 @@ class BatchIterator final : public Iterator {
         break;
       }
       detail::check_host_arrays(*e, node_.stage());
+      // An element that does not fit the batch fails alone; the rows gathered stay.
+      if (!pending_.empty()) node_.check_fits(pending_.front(), *e);
       pending_.push_back(std::move(*e));
     }
     if (pending_.empty()) return std::nullopt;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 
 #include "data/dataset.h"
@@ -70,20 +71,35 @@ class MemoryReplay final : public Iterator {
 
 class FileReplay final : public Iterator {
  public:
-  explicit FileReplay(std::string path) : path_(std::move(path)) {
-    file_ = std::fopen(path_.c_str(), "rb");
+  explicit FileReplay(std::string path) : path_(std::move(path)), file_(nullptr, &std::fclose) {
+    file_.reset(std::fopen(path_.c_str(), "rb"));
     WEFT_CHECK(file_ != nullptr) << "cache: cannot open " << path_ << ": " << std::strerror(errno);
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_, ec);
+    WEFT_CHECK(!ec) << "cache: cannot read the size of " << path_ << ": " << ec.message();
+    size_ = static_cast<uint64_t>(size);
     char magic[8];
     read(magic, 8, "the header");
     if (std::memcmp(magic, kMagic, 8) != 0) corrupt("the header is not a weft cache file");
   }
-  ~FileReplay() override { std::fclose(file_); }
   std::optional<Element> next() override {
-    uint32_t count = 0;
-    offset_ = std::ftell(file_);
-    if (std::fread(&count, 4, 1, file_) != 1) return std::nullopt;  // end of file
+    // After a damaged element the position in the file is lost: the replay ends there.
+    if (broken_) return std::nullopt;
+    try {
+      return read_element();
+    } catch (const DataError&) {
+      broken_ = true;
+      throw;
+    }
+  }
+
+ private:
+  std::optional<Element> read_element() {
+    offset_ = pos_;
+    if (pos_ == size_) return std::nullopt;  // end of file
+    uint32_t count = 0, origin_len = 0;
     Element e;
-    uint32_t origin_len = 0;
+    read(&count, 4, "an element's array count");
     read(&e.index, 8, "an element's index");
     read(&origin_len, 4, "an element's origin");
     if (origin_len > (1u << 16) || count > (1u << 16)) corrupt("implausible element header");
@@ -96,30 +112,43 @@ class FileReplay final : public Iterator {
       if (ndim < 0 || ndim > 32) corrupt("an array's rank is " + std::to_string(ndim));
       std::vector<int64_t> dims(ndim);
       read(dims.data(), 8 * dims.size(), "an array's shape");
-      for (int64_t d : dims) {
-        if (d < 0 || d > (int64_t{1} << 40))
-          corrupt("an array's dimension is " + std::to_string(d));
+      DType dtype = DType::kUnknown;
+      try {
+        dtype = dtype_from_flag(flag);
+      } catch (const Error&) {
+        corrupt("an array's dtype flag is " + std::to_string(flag));
       }
-      NDArray a = NDArray::empty(Shape(dims), dtype_from_flag(flag), Device::cpu());
+      // The bytes the header announces must be in the file before anything is allocated.
+      uint64_t bytes = dtype_size(dtype);
+      for (int64_t d : dims) {
+        if (d < 0) corrupt("an array's dimension is " + std::to_string(d));
+        if (d > 0 && bytes > (size_ - pos_) / static_cast<uint64_t>(d)) {
+          corrupt("an array announces more data than the file holds");
+        }
+        bytes *= static_cast<uint64_t>(d);
+      }
+      NDArray a = NDArray::empty(Shape(dims), dtype, Device::cpu());
       read(a.raw_data(), a.nbytes(), "an array's data");
       e.arrays.push_back(std::move(a));
     }
     return e;
   }
-
- private:
   void read(void* dst, size_t bytes, const char* what) {
-    if (bytes > 0 && std::fread(dst, 1, bytes, file_) != bytes) {
+    if (bytes > size_ - pos_ || (bytes > 0 && std::fread(dst, 1, bytes, file_.get()) != bytes)) {
       corrupt(std::string("truncated in ") + what);
     }
+    pos_ += bytes;
   }
   [[noreturn]] void corrupt(const std::string& what) {
     throw DataError("cache: " + path_ + " at byte " + std::to_string(offset_) + ": " + what, -1,
                     path_);
   }
   std::string path_;
-  std::FILE* file_ = nullptr;
-  long offset_ = 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  uint64_t size_ = 0;
+  uint64_t pos_ = 0;
+  uint64_t offset_ = 0;  // where the element being read starts
+  bool broken_ = false;
 };
 
 // Passes the input through and records it; commits the recording when the input ends.
@@ -154,7 +183,7 @@ class FillingIterator final : public Iterator {
     detail::check_host_arrays(*e, "cache");
     if (file_ != nullptr) {
       append(*e);
-    } else {
+    } else if (!abandoned_) {
       recorded_.push_back(copy_element(*e));
     }
     return e;
@@ -164,9 +193,20 @@ class FillingIterator final : public Iterator {
  private:
   void write(const void* data, size_t bytes) {
     if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
-      WEFT_THROW(ValueError) << "cache: writing " << tmp_path_
-                             << " failed: " << std::strerror(errno);
+      const std::string problem = std::strerror(errno);
+      abandon();  // a half-written element must never become a cache file
+      WEFT_THROW(ValueError) << "cache: writing " << tmp_path_ << " failed: " << problem
+                             << " (this pass is not cached)";
     }
+  }
+  // Gives up the file: the pass goes on uncached.
+  void abandon() {
+    if (file_ == nullptr) return;
+    std::fclose(file_);
+    file_ = nullptr;
+    abandoned_ = true;
+    std::error_code ec;
+    std::filesystem::remove(tmp_path_, ec);
   }
   void append(const Element& e) {
     const auto count = static_cast<uint32_t>(e.arrays.size());
@@ -185,7 +225,7 @@ class FillingIterator final : public Iterator {
     }
   }
   void commit() {
-    if (committed_) return;
+    if (committed_ || abandoned_) return;
     committed_ = true;
     if (file_ != nullptr) {
       const bool ok = std::fclose(file_) == 0;
@@ -206,6 +246,7 @@ class FillingIterator final : public Iterator {
   std::string tmp_path_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
+  bool abandoned_ = false;  // writing the file failed: this pass is not cached
 };
 
 std::unique_ptr<Iterator> CacheNode::make_iterator(const IterContext& ctx) const {

@@ -34,6 +34,8 @@ void rethrow_as_data_error(const std::string& stage, int64_t index, const std::s
     throw;
   } catch (const DataError&) {
     throw;
+  } catch (const PipelineInterrupt&) {
+    throw;
   } catch (const std::exception& e) {
     throw DataError(stage + " on " + describe_element(index, origin) + ": " + e.what(), index,
                     origin);
@@ -305,6 +307,7 @@ class FilterNode final : public UnaryNode {
       It(std::unique_ptr<Iterator> in, const FilterNode& n) : UnaryIterator(std::move(in)), n_(n) {}
       std::optional<Element> next() override {
         while (auto e = input_->next()) {
+          detail::check_host_arrays(*e, "filter(" + n_.name_ + ")");
           bool keep = false;
           try {
             keep = n_.pred_(e->arrays);
@@ -402,7 +405,14 @@ class RepeatNode final : public UnaryNode {
             input_ = n_.input_->make_iterator(c);
             produced_in_pass_ = 0;
           }
-          if (auto e = input_->next()) {
+          std::optional<Element> e;
+          try {
+            e = input_->next();
+          } catch (const DataError&) {
+            ++produced_in_pass_;  // a failed element still shows the input is not empty
+            throw;
+          }
+          if (e) {
             ++produced_in_pass_;
             return e;
           }

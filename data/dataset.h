@@ -29,7 +29,8 @@ class Iterator {
   virtual ~Iterator() = default;
   /// The next element, or std::nullopt at the end. A failed element throws DataError (naming
   /// the element, its origin and the stage) once; the next call continues after it where the
-  /// source can (a RecordIO file whose framing is corrupt cannot, and keeps throwing).
+  /// source can (a RecordIO file read without its index whose framing is corrupt cannot: after
+  /// the error its iteration ends).
   virtual std::optional<Element> next() = 0;
   /// Adds this stage's counters (and its inputs') to `stats`.
   virtual void collect_stats(IteratorStats& stats) const {}

@@ -75,7 +75,8 @@ uint32_t Rng::next_u32() {
 }
 
 double Rng::uniform() {
-  const uint64_t hi = next_u32() >> 5, lo = next_u32() >> 6;  // 27 + 26 = 53 bits
+  const uint64_t hi = next_u32() >> 5;  // 27 + 26 = 53 bits, high part drawn first
+  const uint64_t lo = next_u32() >> 6;
   return static_cast<double>((hi << 26) | lo) * (1.0 / 9007199254740992.0);
 }
 
@@ -83,13 +84,13 @@ int64_t Rng::uniform_int(int64_t low, int64_t high) {
   WEFT_CHECK(low <= high) << "Rng::uniform_int: empty range [" << low << ", " << high << "]";
   const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low) + 1;
   if (span == 0) {  // the whole 64-bit range
-    return static_cast<int64_t>((static_cast<uint64_t>(next_u32()) << 32) | next_u32());
+    return static_cast<int64_t>(next_u64());
   }
   // Rejection keeps the draw unbiased.
   const uint64_t limit = UINT64_MAX - UINT64_MAX % span;
   uint64_t r;
   do {
-    r = (static_cast<uint64_t>(next_u32()) << 32) | next_u32();
+    r = next_u64();
   } while (r >= limit);
   return low + static_cast<int64_t>(r % span);
 }

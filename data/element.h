@@ -42,6 +42,15 @@ class DataError : public ValueError {
   std::string origin_;
 };
 
+/// An interruption of the whole iteration, not the failure of one element (a KeyboardInterrupt
+/// raised inside a Python function, say): stages pass it through unchanged — it is never
+/// wrapped into a DataError nor skipped by ignore_errors(). The message starts with what
+/// interrupted ("KeyboardInterrupt: ...").
+class PipelineInterrupt : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A small counter-based random generator (Philox-4x32-10): a stream is fully determined by
 /// (seed, stream id), so element k of a map stage draws the same numbers whichever worker runs
 /// it and in whatever order. Not thread-safe: one owner.
@@ -52,6 +61,11 @@ class Rng {
   uint32_t next_u32();
   /// Uniform in [0, 1).
   double uniform();
+  /// 64 uniformly distributed bits (two draws, high word first).
+  uint64_t next_u64() {
+    const uint64_t hi = next_u32();
+    return (hi << 32) | next_u32();
+  }
   /// Uniform integer in [low, high] (inclusive); requires low <= high.
   int64_t uniform_int(int64_t low, int64_t high);
   /// True with probability p.

@@ -23,6 +23,7 @@ struct Slot {
   Element element;
   uint64_t sequence = 0;  // position in the map's input order: the element's Rng stream
   std::exception_ptr error;
+  bool input_error = false;  // the error came from the map's input: passed on unchanged
   bool done = false;
 };
 
@@ -37,16 +38,14 @@ struct MapShared {
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+    try {
+      for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+    } catch (...) {  // out of threads: stop those started, then report
+      stop();
+      throw;
     }
-    ready_.notify_all();
-    for (std::thread& t : threads_) t.join();
   }
+  ~ThreadPool() { stop(); }
   void submit(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -56,6 +55,15 @@ class ThreadPool {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
   void loop() {
     for (;;) {
       std::function<void()> task;
@@ -109,7 +117,7 @@ class MapIterator final : public Iterator {
     const uint64_t base = node.options_.seed ? *node.options_.seed : detail::random_seed_from_os();
     // Each pass (an iterate(), a pass of repeat()) draws new random numbers: pass k uses
     // (seed, k), so augmentations differ per epoch and a seeded program repeats them.
-    seed_ = mix_seed(base, node.passes_.fetch_add(1));
+    seed_ = mix_seed(mix_seed(base, static_cast<uint64_t>(ctx.epoch)), node.passes_.fetch_add(1));
     if (node.options_.executor == MapExecutor::kThreadPool) {
       pool_ = std::make_unique<ThreadPool>(node.options_.num_parallel);
     }
@@ -143,6 +151,7 @@ class MapIterator final : public Iterator {
       }
     }
     if (slot->error) {
+      if (slot->input_error) std::rethrow_exception(slot->error);
       detail::rethrow_stored(slot->error, stage_, slot->element.index, slot->element.origin);
     }
     return std::move(slot->element);
@@ -167,6 +176,7 @@ class MapIterator final : public Iterator {
         detail::check_host_arrays(slot->element, stage_);
       } catch (...) {
         slot->error = std::current_exception();
+        slot->input_error = true;
         slot->done = true;
         window_.push_back(std::move(slot));
         continue;
@@ -198,15 +208,24 @@ class MapIterator final : public Iterator {
       }
       shared->finished.notify_all();
     };
-    if (pool_) {
-      pool_->submit(std::move(run));
-      return;
+    try {
+      if (pool_) {
+        pool_->submit(std::move(run));
+        return;
+      }
+      // Note [Map on the engine]: the operation names no variables (an element's arrays are
+      // owned by this stage alone until they are handed out), so it is ready at once and the
+      // engine runs it on a CPU worker beside the model's own operations, within the same thread
+      // budget.
+      Runtime::get().engine().push_sync([run = std::move(run)](const RunContext&) { run(); },
+                                        Device::cpu(), {}, {}, FnProperty::kNormal, 0, "data.map");
+    } catch (...) {
+      // Not started (no runtime, out of memory): the element fails in its place, in order.
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      slot->error = std::current_exception();
+      slot->done = true;
+      --shared_->in_flight;
     }
-    // Note [Map on the engine]: the operation names no variables (an element's arrays are owned
-    // by this stage alone until they are handed out), so it is ready at once and the engine runs
-    // it on a CPU worker beside the model's own operations, within the same thread budget.
-    Runtime::get().engine().push_sync([run = std::move(run)](const RunContext&) { run(); },
-                                      Device::cpu(), {}, {}, FnProperty::kNormal, 0, "data.map");
   }
 
   const MapNode& node_;

@@ -44,7 +44,7 @@ class PrefetchIterator final : public Iterator {
  public:
   PrefetchIterator(const PrefetchNode& node, const IterContext& ctx)
       : node_(node), input_(node.input_->make_iterator(ctx)) {
-    producer_ = std::thread([this] { produce(); });
+    producer_ = std::thread([this] { run(); });
   }
   ~PrefetchIterator() override {
     {
@@ -89,6 +89,20 @@ class PrefetchIterator final : public Iterator {
     Element element;
     std::exception_ptr error;
   };
+
+  // The producer thread's body: nothing may escape a thread, so a failure outside an element
+  // (out of memory while queueing) ends the stream with that error.
+  void run() {
+    try {
+      produce();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.clear();  // frees memory; the error is what the consumer needs now
+      queue_.push_back(Item{Element{}, std::current_exception()});
+      finished_ = true;
+      ready_.notify_all();
+    }
+  }
 
   void produce() {
     for (;;) {

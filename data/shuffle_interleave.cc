@@ -40,15 +40,19 @@ class ShuffleNode final : public DatasetNode {
 // Note [Shuffle buffer]: the buffer is filled with the first `buffer` elements; each call draws
 // one of the buffered elements uniformly at random and refills its place with the next input
 // element. So element i can come out no earlier than position i - buffer + 1, and with a buffer
-// at least the dataset's size the order is a uniform random permutation. The generator is
-// seeded from (seed, pass number) when reshuffling each pass — every iterate() and every pass
-// of repeat() is a pass — and from the seed alone otherwise.
+// at least the dataset's size the order is a uniform random permutation. When reshuffling each
+// pass, the generator is seeded from (seed, the enclosing epoch, this node's pass count) — every
+// iterate() and every pass of repeat() is a pass, and inner datasets of interleave get an epoch
+// of their own — and from the seed alone otherwise.
 class ShuffleIterator final : public Iterator {
  public:
   ShuffleIterator(const ShuffleNode& node, const IterContext& ctx)
       : node_(node),
         input_(node.input_->make_iterator(ctx)),
-        rng_(mix_seed(node.seed_, node.reshuffle_ ? node.passes_.fetch_add(1) + 1 : 0), 0x5348) {}
+        rng_(node.reshuffle_ ? mix_seed(mix_seed(node.seed_, static_cast<uint64_t>(ctx.epoch)),
+                                        node.passes_.fetch_add(1) + 1)
+                             : mix_seed(node.seed_, 0),
+             0x5348) {}
   std::optional<Element> next() override {
     while (!input_done_ && static_cast<int64_t>(buffer_.size()) < node_.buffer_) {
       std::optional<Element> e = input_->next();  // an input error reaches the caller as is
@@ -97,6 +101,7 @@ class InterleaveNode final : public DatasetNode {
   NodePtr input_;
   std::function<Dataset(const Element&)> fn_;
   int64_t cycle_, block_;
+  mutable std::atomic<uint64_t> passes_{0};
 };
 
 // Note [Interleave order]: slot k of the cycle holds an inner iterator. The current slot gives
@@ -108,7 +113,10 @@ class InterleaveNode final : public DatasetNode {
 class InterleaveIterator final : public Iterator {
  public:
   InterleaveIterator(const InterleaveNode& node, const IterContext& ctx)
-      : node_(node), ctx_(ctx), input_(node.input_->make_iterator(ctx)), slots_(node.cycle_) {}
+      : node_(node),
+        inner_epoch_(mix_seed(static_cast<uint64_t>(ctx.epoch), node.passes_.fetch_add(1))),
+        input_(node.input_->make_iterator(ctx)),
+        slots_(node.cycle_) {}
   std::optional<Element> next() override {
     while (!input_done_ || open_ > 0) {
       Slot& slot = slots_[cycle_index_];
@@ -118,7 +126,10 @@ class InterleaveIterator final : public Iterator {
           if (++block_index_ == node_.block_) advance();
           return e;
         }
-        slot = Slot{};
+        // The iterator refers to its node: destroy it first (a plain `slot = Slot{}` would free
+        // the node before the iterator, as members are assigned in declaration order).
+        slot.it.reset();
+        slot.node.reset();
         --open_;
         advance();
       } else if (!input_done_) {
@@ -127,9 +138,13 @@ class InterleaveIterator final : public Iterator {
           input_done_ = true;
           continue;
         }
+        detail::check_host_arrays(*e, "interleave");
         Dataset inner = make_inner(*e);
         slot.node = inner.node();
-        slot.it = slot.node->make_iterator(ctx_);
+        // Each inner dataset is a new node: its own pass counters start at 0, so the pass of
+        // this interleave and the input element decide its epoch (files and epochs differ).
+        slot.it = slot.node->make_iterator(
+            IterContext{static_cast<int64_t>(mix_seed(inner_epoch_, e->index) >> 1)});
         ++open_;
       } else {
         advance();
@@ -162,7 +177,7 @@ class InterleaveIterator final : public Iterator {
   }
 
   const InterleaveNode& node_;
-  IterContext ctx_;
+  uint64_t inner_epoch_;
   std::unique_ptr<Iterator> input_;
   std::vector<Slot> slots_;
   int64_t cycle_index_ = 0;

@@ -118,6 +118,16 @@ namespace {
 
 // ---- DataError --------------------------------------------------------------------------------
 
+// Raises again what interrupted a pipeline inside a Python function: KeyboardInterrupt and
+// SystemExit by name (the message starts with the type), anything else as BaseException.
+void set_interrupt(const data::PipelineInterrupt& e) {
+  const std::string what = e.what();
+  PyObject* type = PyExc_BaseException;
+  if (what.rfind("KeyboardInterrupt", 0) == 0) type = PyExc_KeyboardInterrupt;
+  if (what.rfind("SystemExit", 0) == 0) type = PyExc_SystemExit;
+  PyErr_SetString(type, what.c_str());
+}
+
 PyObject* data_error = nullptr;  // weft.data.DataError(ValueError)
 
 // Sets weft.data.DataError(message) with .index and .origin as the current Python error.
@@ -155,6 +165,9 @@ class PyDataIterator {
       }
     } catch (const data::DataError& e) {
       set_data_error(e);
+      throw nb::python_error();
+    } catch (const data::PipelineInterrupt& e) {
+      set_interrupt(e);
       throw nb::python_error();
     }
     if (!element) throw nb::stop_iteration();

@@ -46,8 +46,9 @@ SharedPyRef share_ref(nb::handle object);
 std::string format_python_error(nb::python_error& e);
 
 /// Runs `fn` holding the GIL from any thread; a Python exception raised inside becomes a
-/// weft::Error with format_python_error's message. Fails (weft::Error) instead of waiting forever
-/// when the interpreter is shutting down.
+/// weft::Error with format_python_error's message (a data::PipelineInterrupt for exceptions that
+/// are not Exceptions: KeyboardInterrupt, SystemExit). Fails (weft::Error) instead of waiting
+/// forever when the interpreter is shutting down.
 template <typename F>
 auto with_gil(const char* what, F&& fn) {
   if (!Py_IsInitialized() || interpreter_finalizing()) {
@@ -57,6 +58,9 @@ auto with_gil(const char* what, F&& fn) {
   try {
     return fn();
   } catch (nb::python_error& e) {
+    // KeyboardInterrupt, SystemExit: not an element's failure but the user's or the program's
+    // wish to stop; it passes through the stages and is raised again at the consumer.
+    if (!e.matches(PyExc_Exception)) throw data::PipelineInterrupt(format_python_error(e));
     throw Error(format_python_error(e));
   }
 }

@@ -19,7 +19,10 @@ Transform python_transform(nb::object fn, std::string name, bool pass_rng) {
   t.fn = [fn = share_ref(fn), pass_rng, name](std::vector<NDArray> arrays, data::Rng& rng) {
     // Drawn from the element's own generator: the same numbers whichever thread runs it.
     uint64_t seed = 0;
-    if (pass_rng) seed = (uint64_t{rng.next_u32()} << 32) | rng.next_u32();
+    if (pass_rng) {
+      const uint64_t hi = rng.next_u32();  // two statements: the order of draws is fixed
+      seed = (hi << 32) | rng.next_u32();
+    }
     return with_gil("map", [&] {
       nb::tuple args = arrays_to_args(arrays);
       arrays.clear();

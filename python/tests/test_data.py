@@ -335,6 +335,22 @@ def test_failing_python_map_raises_data_error_naming_the_element():
     assert [x.item() for x in it] == [4, 5]  # the pass goes on after the failed element
 
 
+def test_keyboard_interrupt_in_a_python_function_stops_the_iteration_as_itself():
+    def interrupted(x):
+        if x.item() == 2:
+            raise KeyboardInterrupt
+        return x
+
+    # Not an element's failure: neither wrapped into DataError nor skipped by ignore_errors.
+    for ds in (wd.range(5).map(interrupted, 2), wd.range(5).map(interrupted).ignore_errors(),
+               wd.range(5).filter(lambda x: interrupted(x) is not None)):
+        it = ds.iterate()
+        assert [next(it).item() for _ in range(2)] == [0, 1]
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+        it.close()
+
+
 def test_failing_filter_generator_and_interleave_raise_data_error():
     with pytest.raises(wd.DataError, match=r"filter\(picky\).*KeyError.*'k'") as e:
         def picky(x):

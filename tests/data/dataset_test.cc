@@ -315,6 +315,56 @@ TEST(DatasetTest, InterleaveCyclesThroughInnerDatasetsByBlock) {
             (std::vector<int64_t>{0, 1, 10, 11, 12, 20, 21, 22, 23}));
 }
 
+TEST(DatasetTest, InterleaveReleasesInnerPipelinesSafelyAndGivesThemTheirOwnRandomness) {
+  // Inner datasets with a cache (whose iterator touches its node when destroyed) and a seeded
+  // random map: each file draws its own numbers, and each epoch new ones.
+  auto draw = [](std::vector<NDArray> a, Rng& rng) {
+    return std::vector<NDArray>{scalar_i64(rng.uniform_int(0, 1 << 30))};
+  };
+  MapOptions o;
+  o.seed = 9;
+  auto inner = [&](const Element&) { return range(0, 4).map(draw, o).cache(); };
+  const std::vector<int64_t> two_epochs = values(range(0, 2).interleave(inner, 1).repeat(2));
+  ASSERT_EQ(two_epochs.size(), 16u);
+  const std::vector<int64_t> file0(two_epochs.begin(), two_epochs.begin() + 4);
+  const std::vector<int64_t> file1(two_epochs.begin() + 4, two_epochs.begin() + 8);
+  const std::vector<int64_t> epoch1(two_epochs.begin() + 8, two_epochs.end());
+  EXPECT_NE(file0, file1);
+  EXPECT_NE(std::vector<int64_t>(two_epochs.begin(), two_epochs.begin() + 8), epoch1);
+  EXPECT_EQ(values(range(0, 2).interleave(inner, 1).repeat(2)), two_epochs);  // reproducible
+}
+
+TEST(DatasetTest, RepeatCountsFailedElementsAsAPassThatWasNotEmpty) {
+  auto fail = [](std::vector<NDArray>, Rng&) -> std::vector<NDArray> {
+    throw ValueError("always");
+  };
+  auto it = range(0, 3).map(fail).repeat(2).ignore_errors().iterate();
+  EXPECT_FALSE(it->next());
+  EXPECT_EQ(it->stats().skipped_errors, 6);
+}
+
+TEST(DatasetTest, AnElementThatDoesNotFitABatchFailsAloneAndTheRowsStay) {
+  auto gen = []() -> GeneratorFn {
+    auto n = std::make_shared<int>(0);
+    return [n]() -> std::optional<std::vector<NDArray>> {
+      const int i = (*n)++;
+      if (i >= 4) return std::nullopt;
+      return std::vector<NDArray>{NDArray::full(Shape{i == 1 ? 3 : 2}, i)};
+    };
+  };
+  auto it = from_generator(gen).batch(2).iterate();
+  try {
+    it->next();
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.index(), 1);
+  }
+  auto batch = it->next();  // rows 0 and 2
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->arrays[0].to_vector<float>(), (std::vector<float>{0, 0, 2, 2}));
+  EXPECT_EQ(it->next()->arrays[0].to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
 TEST(DatasetTest, MemoryCacheReplaysWithoutRunningEarlierStages) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto counted = [calls](std::vector<NDArray> a, Rng&) {
@@ -364,7 +414,7 @@ TEST(DatasetTest, FileCacheIsWrittenOnceAndReadBack) {
     EXPECT_NE(e->origin.find("x row"), std::string::npos);
   }
   EXPECT_EQ(again, rows);
-  // A damaged file is an error naming it.
+  // A damaged file is an error naming it, and the replay ends there.
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
   auto damaged = ds.iterate();
   EXPECT_THROW(
@@ -373,6 +423,22 @@ TEST(DatasetTest, FileCacheIsWrittenOnceAndReadBack) {
         }
       },
       DataError);
+  EXPECT_FALSE(damaged->next());
+  // A header announcing more data than the file holds fails before allocating it.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8 + 4 + 8 + 4 + static_cast<std::streamoff>(std::string("x row 0").size()) + 8);
+    const int64_t huge = int64_t{1} << 40;
+    f.write(reinterpret_cast<const char*>(&huge), 8);
+  }
+  auto lying = ds.iterate();
+  try {
+    lying->next();
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("more data than the file holds"), std::string::npos)
+        << e.what();
+  }
   std::filesystem::remove_all(dir);
 }
 
