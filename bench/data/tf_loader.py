@@ -19,24 +19,8 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
-CROP = 200
-SIDE = 224
-BATCH = 64
-SHARDS = 4
-
-
-def list_images(root):
-    folder = os.path.join(root, "jpeg")
-    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
-    paths, labels = [], []
-    for label, name in enumerate(classes):
-        for f in sorted(os.listdir(os.path.join(folder, name))):
-            if f.lower().endswith((".jpg", ".jpeg", ".png")):
-                paths.append(os.path.join(folder, name, f))
-                labels.append(label)
-    return paths, np.array(labels, np.int32)
+from peer_common import (BATCH, CROP, MEAN, SHARDS, SIDE, STD,  # noqa: E402
+                         list_images, proc_status_kib, pss_kib)
 
 
 def augment(image):
@@ -51,7 +35,9 @@ def augment(image):
 
 def make_dataset(args):
     if args.workload == "jpeg":
-        paths, labels = list_images(args.root)
+        samples = list_images(args.root)
+        paths = [path for path, _ in samples]
+        labels = np.array([label for _, label in samples], np.int32)
         ds = tf.data.Dataset.from_tensor_slices((paths, labels))
 
         def load(path, label):
@@ -73,26 +59,6 @@ def make_dataset(args):
         .batch(BATCH, drop_remainder=True)
         .prefetch(2)
     )
-
-
-def vm_hwm_kib():
-    """Peak RSS of this process (ru_maxrss would start at the spawning driver's peak)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def pss_kib():
-    try:
-        with open("/proc/self/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def main():
@@ -130,10 +96,12 @@ def main():
         seconds = time.perf_counter() - start
         if epochs >= args.min_epochs and seconds >= args.seconds:
             break
-    rss = vm_hwm_kib()
+    # VmHWM, not ru_maxrss (which would start at the spawning driver's peak).
+    rss = proc_status_kib(os.getpid(), "VmHWM")
+    rss = rss or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
         f"result side=tf.data workload={args.workload} samples={samples} seconds={seconds:.4f} "
-        f"epochs={epochs} batches={batches} rss_kib={rss} pss_end_kib={pss_kib()} "
+        f"epochs={epochs} batches={batches} rss_kib={rss} pss_end_kib={pss_kib(os.getpid())} "
         f"startup_ms={startup_ms:.1f}",
         flush=True,
     )

@@ -25,12 +25,9 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data._utils.collate import default_collate
 
-MEAN = [0.485, 0.456, 0.406]
-STD = [0.229, 0.224, 0.225]
-CROP = 200
-SIDE = 224
-BATCH = 64
-SHARDS = 4
+from peer_common import (BATCH, CROP, MEAN, SHARDS, SIDE, STD,
+                         list_images, proc_status_kib, pss_kib)
+
 NUM_CLASSES = 10
 
 
@@ -70,18 +67,6 @@ class Augment:
 
     def __call__(self, img):
         return self.normalize(self.to_tensor(self.flip(self.resize(self.crop(img)))))
-
-
-def list_images(root):
-    """(path, label) pairs like torchvision's ImageFolder: classes and files sorted by name."""
-    folder = os.path.join(root, "jpeg")
-    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
-    samples = []
-    for label, name in enumerate(classes):
-        for f in sorted(os.listdir(os.path.join(folder, name))):
-            if f.lower().endswith((".jpg", ".jpeg", ".png")):
-                samples.append((os.path.join(folder, name, f), label))
-    return samples
 
 
 def decode(data):
@@ -135,28 +120,6 @@ def check_batch(x, y):
     assert abs(float(x.mean())) < 1.5
     assert 0 <= int(y.min()) and int(y.max()) < NUM_CLASSES
     assert len(set(y.tolist())) >= 3, "not shuffled"
-
-
-def proc_status_kib(pid, key):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def pss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def run_loader(args):
