@@ -25,6 +25,7 @@ namespace weft::detail {
 
 // ---- registration entry points (one per file) ---------------------------------------------------
 void register_convolution_ops(OpRegistry& r);      // ops/conv.cc
+void register_fused_conv_ops(OpRegistry& r);       // ops/conv_fused.cc
 void register_deconvolution_ops(OpRegistry& r);    // ops/deconv.cc
 void register_pooling_ops(OpRegistry& r);          // ops/pooling.cc
 void register_fully_connected_ops(OpRegistry& r);  // ops/fully_connected.cc
@@ -79,6 +80,79 @@ struct ConvGeom {
   /// Sets in/out spatial sizes from the trailing nsp dims of two shapes.
   void set_spatial(const Shape& in_shape, const Shape& out_shape);
 };
+
+// ---- Convolution's parameters and helpers (ops/conv.cc), shared with ops/conv_fused.cc ----------
+
+/// Attributes of Convolution (MXNet's names and defaults); also the convolution part of the fused
+/// convolution ops.
+struct ConvolutionParam {
+  Shape kernel, stride, dilate, pad;
+  int64_t num_filter = 0;
+  int64_t num_group = 1;
+  int64_t workspace = 1024;
+  bool no_bias = false;
+  std::optional<CudnnTune> cudnn_tune;
+  bool cudnn_off = false;
+  std::optional<SpatialLayout> layout;
+
+  static void declare(ParamSchema<ConvolutionParam>& s) {
+    using P = ConvolutionParam;
+    const Shape empty(std::vector<int64_t>{});
+    s.field("kernel", &P::kernel).describe("convolution kernel size: (w,), (h, w) or (d, h, w)");
+    s.field("stride", &P::stride)
+        .set_default(empty, "[]")
+        .describe("stride per spatial dim (default 1)");
+    s.field("dilate", &P::dilate)
+        .set_default(empty, "[]")
+        .describe("dilation per spatial dim (default 1)");
+    s.field("pad", &P::pad)
+        .set_default(empty, "[]")
+        .describe("zero padding per spatial dim (default 0)");
+    s.field("num_filter", &P::num_filter).lower_bound(1).describe("number of output channels");
+    s.field("num_group", &P::num_group).set_default(1).lower_bound(1).describe("number of groups");
+    s.field("workspace", &P::workspace)
+        .set_default(1024)
+        .lower_bound(0)
+        .describe("workspace limit in MB (ignored)");
+    s.field("no_bias", &P::no_bias).set_default(false).describe("whether to omit the bias input");
+    s.optional_enum_field("cudnn_tune", &P::cudnn_tune, cudnn_tune_names())
+        .set_default(std::nullopt)
+        .describe("cuDNN algorithm selection (ignored on CPU)");
+    s.field("cudnn_off", &P::cudnn_off)
+        .set_default(false)
+        .describe("turn off cuDNN (ignored on CPU)");
+    s.optional_enum_field("layout", &P::layout, spatial_layout_names())
+        .set_default(std::nullopt)
+        .describe("data layout; None means NCW/NCHW/NCDHW by kernel rank");
+    s.check([](P& p) {
+      const int nsp = p.kernel.ndim();
+      WEFT_CHECK(nsp >= 1 && nsp <= 3)
+          << "kernel must have 1, 2 or 3 entries, got " << p.kernel.to_string();
+      fill_spatial_tuple(p.stride, nsp, 1, "stride");
+      fill_spatial_tuple(p.dilate, nsp, 1, "dilate");
+      fill_spatial_tuple(p.pad, nsp, 0, "pad");
+      for (int i = 0; i < nsp; ++i) {
+        WEFT_CHECK(p.kernel[i] > 0) << "kernel " << p.kernel.to_string() << " must be positive";
+        WEFT_CHECK(p.stride[i] > 0) << "stride " << p.stride.to_string() << " must be positive";
+        WEFT_CHECK(p.dilate[i] > 0) << "dilate " << p.dilate.to_string() << " must be positive";
+        WEFT_CHECK(p.pad[i] >= 0) << "pad " << p.pad.to_string() << " must be non-negative";
+      }
+      WEFT_CHECK(p.num_filter % p.num_group == 0)
+          << "num_filter " << p.num_filter << " is not divisible by num_group " << p.num_group;
+    });
+  }
+};
+
+/// Number of inputs of a convolution: data, weight and, unless no_bias, bias.
+int conv_num_inputs(const OpAttrs& a);
+/// Input names of a convolution (data, weight[, bias]).
+std::vector<std::string> conv_input_names(const OpAttrs& a);
+/// Shape inference of Convolution (both directions where exact).
+bool conv_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out);
+/// The geometry of a convolution with parameters `p`, input shape `data` and output shape `out`.
+ConvGeom conv_geom(const ConvolutionParam& p, const Shape& data, const Shape& out);
+/// Workspace bytes of the im2col reference path (0 for a pointwise convolution).
+size_t conv_ref_workspace_bytes(const ConvGeom& g);
 
 /// Rounds up to a multiple of 64 bytes (workspace slices stay cache-line aligned).
 inline size_t align64(size_t n) { return (n + 63) / 64 * 64; }

@@ -6,6 +6,7 @@ namespace weft::detail {
 
 void register_nn_dnnl_ops(OpRegistry& r) {
   register_convolution_ops(r);
+  register_fused_conv_ops(r);
   register_deconvolution_ops(r);
   register_pooling_ops(r);
   register_fully_connected_ops(r);
