@@ -128,6 +128,11 @@ TEST(PoolForward, EveryConventionTypeAndPadCountMatchesNaiveLoops) {
         expect_pool_matches(Shape{2, 3, 8, 7}, c, kF64, 1e-12);
         PoolCase nopad{{3, 3}, {2, 2}, {}, type, conv, include};
         expect_pool_matches(Shape{1, 2, 8, 8}, nopad, DType::kFloat32, 1e-5);
+        // The separable max path's specialised rows (3/2, 3/1) with clipped windows at both ends.
+        for (int64_t s : {1, 2}) {
+          PoolCase stem{{3, 3}, {s, s}, {1, 1}, type, conv, include};
+          expect_pool_matches(Shape{1, 3, 11, 12}, stem, DType::kFloat32, 1e-5);
+        }
       }
     }
   }
