@@ -51,6 +51,9 @@ struct NodeRun {
   std::vector<VarHandle> in_vars;     // per input, for versions
   std::vector<uint64_t> storage_ids;  // per input (0: not a bound array)
   std::vector<uint64_t> versions;     // per input, filled at run time
+  // Per input / output: the layout (Note [Layout propagation]); empty when all are plain.
+  std::vector<LayoutRef> in_layouts, out_layouts;
+  std::vector<const MemoryLayout*> in_layout_ptrs, out_layout_ptrs;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;
@@ -75,6 +78,10 @@ struct NodeRun {
       versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;
     ctx.input_storage_ids = storage_ids.data();
     ctx.input_versions = versions.data();
+    if (!in_layout_ptrs.empty()) {
+      ctx.input_layouts = in_layout_ptrs.data();
+      ctx.output_layouts = out_layout_ptrs.data();
+    }
     Runtime& rt = Runtime::get();
     ctx.num_threads = rt.kernel_started();
     struct Done {
@@ -229,6 +236,8 @@ class ExecutorImpl final : public Executor {
       out.push_back(inferred_.shapes[exec_.entry_id(exec_.heads[h])]);
     return out;
   }
+  LayoutStats layout_stats() const override { return layout_stats_; }
+  const std::vector<LayoutRef>& entry_layouts() const override { return layouts_; }
   std::vector<OpTime> op_times() const override {
     std::map<std::string, OpTime> by_op;
     for (const NodeRun& r : runs_) {
@@ -282,9 +291,15 @@ class ExecutorImpl final : public Executor {
     }
     num_forward_nodes_ =
         has_backward_ ? grad_info_.num_forward_nodes : static_cast<uint32_t>(exec_.nodes.size());
+    use_layouts_ = options_.layouts && !has_backward_ && layouts_available() &&
+                   options_.device.type == DeviceType::kCPU;
+    if (use_layouts_) base_ = exec_;
   }
 
   bool setup(const InferInputs& inputs) {
+    // With layout propagation the graph that runs depends on the shapes (each convolution's
+    // format does): it is made again from the rewritten graph `base_` for every setup.
+    if (use_layouts_) exec_ = base_;
     const Graph& g = exec_;
     // Inference: the caller's input shapes, plus the shapes of arrays already bound.
     InferInputs in = inputs;
@@ -303,15 +318,34 @@ class ExecutorImpl final : public Executor {
     }
     inferred_ = infer_shapes_types(g, in, true);
     inputs_ = inputs;
+    layouts_.clear();
+    layout_stats_ = LayoutStats{};
+    if (use_layouts_) {
+      LayoutPlan lp = propagate_layouts(exec_, inferred_);
+      exec_ = std::move(lp.graph);
+      inferred_ = std::move(lp.inferred);
+      layouts_ = std::move(lp.layouts);
+      layout_stats_ = lp.stats;
+      num_forward_nodes_ = static_cast<uint32_t>(exec_.nodes.size());
+    }
 
     // Arrays for variables: the caller's, those bound before when their shape still fits, or new.
+    // Earlier arrays are found by name: node ids change when layout propagation inserts nodes.
+    std::map<std::string, NDArray, std::less<>> previous;
+    for (size_t nid = 0; nid < var_arrays_.size(); ++nid) {
+      if (!var_arrays_[nid].is_none()) previous[var_names_[nid]] = var_arrays_[nid];
+    }
     std::vector<NDArray> arrays(g.nodes.size());
+    var_names_.assign(g.nodes.size(), std::string());
     const std::vector<uint32_t> labels = label_variables(g);
     for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
       if (!g.nodes[nid].is_variable()) continue;
       const std::string& name = g.nodes[nid].name;
       const Shape& shape = inferred_.shapes[g.entry_id(nid, 0)];
       const DType dtype = inferred_.dtypes[g.entry_id(nid, 0)];
+      var_names_[nid] = name;
+      const NDArray* prev = nullptr;
+      if (auto it = previous.find(name); it != previous.end()) prev = &it->second;
       NDArray a;
       if (auto it = user_arrays_.find(name); it != user_arrays_.end()) {
         a = it->second;
@@ -321,9 +355,8 @@ class ExecutorImpl final : public Executor {
         WEFT_CHECK(a.dtype() == dtype)
             << "bind: array for '" << name << "' has dtype " << dtype_name(a.dtype())
             << ", the graph needs " << dtype_name(dtype);
-      } else if (nid < var_arrays_.size() && !var_arrays_[nid].is_none() &&
-                 var_arrays_[nid].shape() == shape && var_arrays_[nid].dtype() == dtype) {
-        a = var_arrays_[nid];
+      } else if (prev && prev->shape() == shape && prev->dtype() == dtype) {
+        a = *prev;
       } else {
         const bool head_grad = has_backward_ && nid >= num_forward_nodes_;
         a = head_grad ? NDArray::ones(shape, dtype, options_.device)
@@ -374,7 +407,11 @@ class ExecutorImpl final : public Executor {
     }
 
     // Memory plan and arena.
-    plan_ = plan_memory(g, inferred_, GraphPlanOptions{});
+    GraphPlanOptions plan_options;
+    if (!layouts_.empty()) {
+      for (const LayoutRef& l : layouts_) plan_options.entry_bytes.push_back(l ? l->bytes() : 0);
+    }
+    plan_ = plan_memory(g, inferred_, plan_options);
     bool reused = false;
     if (!arena_) {
       // A shared pool: the arena may outlive the runtime (Note [Executor lifetime]).
@@ -471,6 +508,24 @@ class ExecutorImpl final : public Executor {
       }
       r.versions.assign(r.in_vars.size(), 0);
       r.reads.push_back(arena_var_);
+      if (!layouts_.empty()) {
+        bool any = false;
+        for (const NodeEntry& e : n.inputs) {
+          r.in_layouts.push_back(layouts_[g.entry_id(e)]);
+          any = any || r.in_layouts.back();
+        }
+        for (int o = 0; o < n.num_outputs(); ++o) {
+          r.out_layouts.push_back(layouts_[g.entry_id(nid, o)]);
+          any = any || r.out_layouts.back();
+        }
+        if (any) {
+          for (const LayoutRef& l : r.in_layouts) r.in_layout_ptrs.push_back(l.get());
+          for (const LayoutRef& l : r.out_layouts) r.out_layout_ptrs.push_back(l.get());
+        } else {
+          r.in_layouts.clear();
+          r.out_layouts.clear();
+        }
+      }
 
       std::vector<Shape> out_shapes;
       for (int o = 0; o < n.num_outputs(); ++o) {
@@ -568,6 +623,13 @@ class ExecutorImpl final : public Executor {
   uint64_t generation_ = 0;  // that runtime's generation
   std::map<std::string, NDArray, std::less<>> user_arrays_;
   Graph exec_;
+  // Layout propagation (Note [Layout propagation]): the rewritten graph before the pass, the
+  // layout of each entry of exec_ and the pass's figures.
+  bool use_layouts_ = false;
+  Graph base_;
+  std::vector<LayoutRef> layouts_;
+  LayoutStats layout_stats_;
+  std::vector<std::string> var_names_;  // per node of exec_: the variable's name ("" for ops)
   GradientGraph grad_info_;
   std::vector<uint32_t> wrt_;
   bool has_backward_ = false;

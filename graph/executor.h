@@ -11,6 +11,7 @@
 
 #include "graph/graph.h"
 #include "graph/infer.h"
+#include "graph/layout.h"
 #include "graph/plan.h"
 #include "ndarray/ndarray.h"
 
@@ -27,6 +28,11 @@ struct BindOptions {
   /// Inference-time rewrites (BatchNorm folded into the preceding convolution, ReLU fused as a
   /// post-op) when no gradient is requested. Results equal the unfused graph within rounding.
   bool fuse = true;
+  /// Layout propagation (graph/layout.h) when no gradient is requested and the build has oneDNN:
+  /// activations stay in the formats the convolutions choose from one op to the next, with
+  /// reorder nodes only where an op needs plain data and at the graph's edges. Results equal the
+  /// plain run within rounding. false keeps every entry plain.
+  bool layouts = true;
   /// Record the time spent in each node (op_times()).
   bool time_ops = false;
 };
@@ -82,6 +88,10 @@ class Executor {
   /// Inferred shapes of the forward heads.
   virtual std::vector<Shape> output_shapes() const = 0;
   virtual std::vector<OpTime> op_times() const = 0;
+  /// What layout propagation did for the current shapes (all zero when it did not run).
+  virtual LayoutStats layout_stats() const = 0;
+  /// Per entry id of exec_graph(): its layout (null = plain); empty when propagation did not run.
+  virtual const std::vector<LayoutRef>& entry_layouts() const = 0;
 };
 
 }  // namespace weft::graph

@@ -114,6 +114,7 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
       if (!planned[eid]) continue;
       PlanBuffer b;
       b.bytes = entry_size(g, inferred, eid);
+      if (eid < options.entry_bytes.size()) b.bytes = std::max(b.bytes, options.entry_bytes[eid]);
       add_plan_bytes(&total_bytes, b.bytes, alignment,
                      "output " + std::to_string(o) + " of " + node_label(g, nid) + " (shape " +
                          inferred.shapes[eid].to_string() + ")");

@@ -63,7 +63,8 @@ struct MemoryPlan {
   /// Per entry id: offset in the arena, or -1 when the entry is not planned (variables, heads and
   /// entries named in `external`, which the executor allocates on their own).
   std::vector<int64_t> entry_offset;
-  /// Per entry id: bytes (shape size × dtype size), 0 when not planned.
+  /// Per entry id: bytes (shape size × dtype size, or GraphPlanOptions::entry_bytes when larger),
+  /// 0 when not planned.
   std::vector<size_t> entry_bytes;
   /// Per entry id: the input entry it shares memory with in place, or -1.
   std::vector<int64_t> entry_inplace_of;
@@ -84,6 +85,10 @@ struct GraphPlanOptions {
   std::vector<uint32_t> external;
   /// Plan with the block-sharing baseline instead of weft's planner.
   bool baseline = false;
+  /// Per entry id (or empty): bytes to reserve for the entry when more than its shape's size, as
+  /// for an entry in a padded blocked layout (LayoutPlan::entry_bytes, graph/layout.h); 0 = the
+  /// shape's size.
+  std::vector<size_t> entry_bytes;
 };
 
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the

@@ -92,41 +92,58 @@ void map_act(ActType t, int64_t n, int threads, F&& f) {
 }
 
 #if WEFT_USE_ONEDNN
+// oneDNN's algorithm for an activation; false when it has none.
+bool act_algorithm(ActType t, dnnl::algorithm* alg) {
+  switch (t) {
+    case ActType::kReLU:
+      *alg = dnnl::algorithm::eltwise_relu;
+      return true;
+    case ActType::kSigmoid:
+      *alg = dnnl::algorithm::eltwise_logistic;
+      return true;
+    case ActType::kTanh:
+      *alg = dnnl::algorithm::eltwise_tanh;
+      return true;
+    case ActType::kSoftReLU:
+      *alg = dnnl::algorithm::eltwise_soft_relu;
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool act_forward_dnnl(ActType t, const OpContext& ctx, const TensorView& x, OpReq req,
                       const TensorView& y) {
   if (x.dtype() != DType::kFloat32 || (req != OpReq::kWrite && req != OpReq::kInplace) ||
       x.size() == 0)
     return false;
   dnnl::algorithm alg;
-  switch (t) {
-    case ActType::kReLU:
-      alg = dnnl::algorithm::eltwise_relu;
-      break;
-    case ActType::kSigmoid:
-      alg = dnnl::algorithm::eltwise_logistic;
-      break;
-    case ActType::kTanh:
-      alg = dnnl::algorithm::eltwise_tanh;
-      break;
-    case ActType::kSoftReLU:
-      alg = dnnl::algorithm::eltwise_soft_relu;
-      break;
-    default:
-      return false;
-  }
+  if (!act_algorithm(t, &alg)) return false;
   using namespace dnnl_util;
-  // Viewed 1-D: eltwise does not care about the shape.
-  const dnnl::memory::dims dims{x.size()};
-  const std::string key =
-      "Activation|" + std::to_string(static_cast<int>(t)) + "|" + std::to_string(x.size());
+  // Plain data is viewed 1-D (eltwise does not care about the shape); data in another layout
+  // (Note [Layout propagation]) keeps its descriptor, whose padding oneDNN keeps zero.
+  const dnnl::memory::desc* layout = desc_of(ctx.input_layout(0));
+  const dnnl::memory::desc md =
+      layout ? *layout : plain_desc(dnnl::memory::dims{x.size()}, DType::kFloat32);
+  const std::string key = "Activation|" + std::to_string(static_cast<int>(t)) + "|" +
+                          (layout ? desc_key(md) : std::to_string(x.size()));
   auto& prim = cached<dnnl::eltwise_forward>(key, [&] {
-    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, alg,
-                                     plain_desc(dims, DType::kFloat32), 0.f, 0.f);
+    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, alg, md, 0.f, 0.f);
     return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(desc, cpu_engine()));
   });
   ScopedThreads threads(ctx.num_threads);
-  const auto md = plain_desc(dims, DType::kFloat32);
   execute(prim, {{DNNL_ARG_SRC, wrap(md, x.raw())}, {DNNL_ARG_DST, wrap(md, y.raw())}});
+  return true;
+}
+
+// Activations oneDNN computes keep their input's layout.
+bool act_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<LayoutRef>& in,
+                      std::vector<LayoutRef>& out) {
+  dnnl::algorithm alg;
+  if (!in[0] || q.in_types[0] != DType::kFloat32 ||
+      !act_algorithm(attrs.params<ActivationParam>().act_type, &alg))
+    return false;
+  out[0] = in[0];
   return true;
 }
 #endif
@@ -137,6 +154,7 @@ void act_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   const ActType t = attrs.params<ActivationParam>().act_type;
 #if WEFT_USE_ONEDNN
   if (act_forward_dnnl(t, ctx, in[0], req[0], out[0])) return;
+  WEFT_ICHECK(!ctx.input_layout(0)) << attrs.where() << ": no kernel for this call's layout";
 #endif
   WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     const DT* x = in[0].ptr<DT>();
@@ -428,6 +446,9 @@ void register_activation_ops(OpRegistry& r) {
       .set_attr<FInferShape>(infer_same_shape)
       .set_attr<FInplaceOption>(norm::inplace_first)
       .set_attr<FCompute>(DeviceType::kCPU, act_forward)
+#if WEFT_USE_ONEDNN
+      .set_attr<FInferLayout>(act_infer_layout)
+#endif
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_Activation",

@@ -245,9 +245,12 @@ bool bn_forward_dnnl(const BatchNormParam& p, const OpContext& ctx, int axis, bo
   for (auto d : dims) key += "," + std::to_string(d);
   using Entry = std::pair<dnnl::batch_normalization_forward::primitive_desc,
                           dnnl::batch_normalization_forward>;
+  // Data in another layout (Note [Layout propagation]) keeps its descriptor; output likewise.
+  const dnnl::memory::desc src = input_desc(ctx, 0, in[0]);
+  const dnnl::memory::desc dst = output_desc(ctx, 0, out[0]);
+  if (ctx.input_layout(0)) key += "|" + desc_key(src);
   Entry& e = cached<Entry>(key, [&] {
-    dnnl::batch_normalization_forward::desc desc(prop, plain_desc(dims, DType::kFloat32),
-                                                 static_cast<float>(p.eps), flags);
+    dnnl::batch_normalization_forward::desc desc(prop, src, static_cast<float>(p.eps), flags);
     dnnl::batch_normalization_forward::primitive_desc pd(desc, cpu_engine());
     return Entry(pd, dnnl::batch_normalization_forward(pd));
   });
@@ -272,10 +275,8 @@ bool bn_forward_dnnl(const BatchNormParam& p, const OpContext& ctx, int axis, bo
     }
   }
   std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, wrap(in[0])},
-      {DNNL_ARG_DST, wrap(out[0])},
-      {DNNL_ARG_SHIFT, wrap(vec, in[2].raw())},
-      {DNNL_ARG_MEAN, wrap(vec, mean)},
+      {DNNL_ARG_SRC, wrap(src, in[0].raw())},   {DNNL_ARG_DST, wrap(dst, out[0].raw())},
+      {DNNL_ARG_SHIFT, wrap(vec, in[2].raw())}, {DNNL_ARG_MEAN, wrap(vec, mean)},
       {DNNL_ARG_VARIANCE, wrap(vec, var)},
   };
   if (!p.fix_gamma) args.emplace(DNNL_ARG_SCALE, wrap(vec, in[1].raw()));
@@ -300,6 +301,20 @@ bool bn_forward_dnnl(const BatchNormParam& p, const OpContext& ctx, int axis, bo
   }
   return true;
 }
+
+// Channel-axis float32 batch norm keeps its data's layout (statistics and parameters are plain).
+bool bn_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<LayoutRef>& in,
+                     std::vector<LayoutRef>& out) {
+  const int nd = q.in_shapes[0].ndim();
+  if (!in[0] || q.in_types[0] != DType::kFloat32 || nd < 2 || nd > 5 ||
+      normalize_axis(attrs, attrs.params<BatchNormParam>().axis, nd) != 1 ||
+      q.in_shapes[0].size() == 0)
+    return false;
+  for (size_t i = 1; i < in.size(); ++i) in[i] = nullptr;
+  out.assign(out.size(), nullptr);
+  out[0] = in[0];
+  return true;
+}
 #endif
 
 void bn_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -309,6 +324,7 @@ void bn_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
   const bool use_batch = ctx.is_train && !p.use_global_stats;
 #if WEFT_USE_ONEDNN
   if (bn_forward_dnnl(p, ctx, axis, use_batch, in, req, out)) return;
+  WEFT_ICHECK(!ctx.input_layout(0)) << attrs.where() << ": no kernel for this call's layout";
 #endif
   WEFT_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(),
                     bn_forward_typed<DT>(p, ctx, axis, use_batch, in, req, out));
@@ -424,6 +440,9 @@ void register_batch_norm_ops(OpRegistry& r) {
       .set_attr<FInferType>(bn_infer_type)
       .set_attr<FInplaceOption>(norm::inplace_first)
       .set_attr<FCompute>(DeviceType::kCPU, bn_forward)
+#if WEFT_USE_ONEDNN
+      .set_attr<FInferLayout>(bn_infer_layout)
+#endif
       .set_attr<FGradient>([](GradBuilder& b) {
         auto g = b.emit_with_forward_attrs(
             "_backward_BatchNorm", {b.out_grad(0), b.input(0), b.input(1), b.output(1), b.output(2),

@@ -120,5 +120,42 @@ class ScopedThreads {
 /// Executes `prim` on the thread's stream and waits.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
+// ---- layouts (ops/dnnl_layout.cc; Note [Layout propagation] in graph/layout.cc) ----------------
+
+/// A oneDNN memory descriptor as a tensor layout (MemoryLayout). Immutable; thread-safe.
+class DnnlLayout final : public MemoryLayout {
+ public:
+  explicit DnnlLayout(const dnnl::memory::desc& desc);
+  const dnnl::memory::desc& desc() const { return desc_; }
+  size_t bytes() const override { return desc_.get_size(); }
+  std::string name() const override;
+  const std::string& key() const override { return key_; }
+
+ private:
+  dnnl::memory::desc desc_;
+  std::string key_;
+};
+
+/// The layout `desc` describes: null (plain) when it puts every element at the byte where
+/// compact row-major puts it (acdb of a 1x1 image, say), else a DnnlLayout.
+LayoutRef make_layout(const dnnl::memory::desc& desc);
+/// The descriptor of a layout made by make_layout; null for plain (null) layouts.
+const dnnl::memory::desc* desc_of(const MemoryLayout* layout);
+/// The descriptor of a kernel's input / output i: its layout's (OpContext), or plain for `v`.
+dnnl::memory::desc input_desc(const OpContext& ctx, size_t i, const TensorView& v);
+dnnl::memory::desc output_desc(const OpContext& ctx, size_t i, const TensorView& v);
+/// Whether two descriptors put every element of the same logical tensor at the same byte (they
+/// may differ in the strides of dims of size 1). Equal descriptors are the same placement.
+bool same_placement(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
+/// A string equal for equal descriptors (cache keys).
+std::string desc_key(const dnnl::memory::desc& d);
+/// oneDNN's name of a descriptor's format ("abcd", "acdb", "aBcd16b"); "opaque" for formats
+/// that are not blocked ones.
+std::string format_name(const dnnl::memory::desc& d);
+/// Copies the tensor at `src` laid out as `src_desc` into `dst` laid out as `dst_desc` (same
+/// logical dims and type) with a cached reorder primitive, on `threads` threads; waits.
+void reorder_data(const dnnl::memory::desc& src_desc, const void* src,
+                  const dnnl::memory::desc& dst_desc, void* dst, int threads);
+
 }  // namespace weft::dnnl_util
 #endif

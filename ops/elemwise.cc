@@ -5,6 +5,7 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/elemwise_kernels.h"
+#include "ops/layout_ops.h"
 
 namespace weft::detail {
 namespace {
@@ -318,6 +319,7 @@ void register_elemwise_ops(OpRegistry& r) {
   register_elemwise_binary_ops(r);
   register_elemwise_unary_ops(r);
   register_elemwise_scalar_ops(r);
+  register_layout_ops(r);  // after the binary ops: it extends elemwise_add and two broadcasts
 
   r.register_op("add_n")
       .describe("Sums num_args arrays of one shape elementwise.")

@@ -76,6 +76,29 @@ class OpState {
   virtual ~OpState() = default;
 };
 
+/// A tensor layout other than compact row-major, chosen by layout propagation (graph/layout.h,
+/// Note [Layout propagation]). Opaque to everything but the kernels that declare FInferLayout: in
+/// builds with oneDNN it is a oneDNN memory descriptor (dnnl_util::DnnlLayout). The logical shape
+/// of a tensor does not change with its layout; its size in bytes may (padded blocked formats).
+/// Immutable once made; safe to share between threads.
+class MemoryLayout {
+ public:
+  virtual ~MemoryLayout() = default;
+  /// Bytes a tensor takes in this layout, padding included.
+  virtual size_t bytes() const = 0;
+  /// A short name for listings and messages, in oneDNN's spelling ("acdb", "aBcd16b").
+  virtual std::string name() const = 0;
+  /// A string equal for equal layouts and different otherwise (cache keys).
+  virtual const std::string& key() const = 0;
+};
+/// A tensor's layout; null means plain (compact row-major), the layout of every array outside
+/// the executor's arena.
+using LayoutRef = std::shared_ptr<const MemoryLayout>;
+/// Whether two layouts are the same (both plain, or equal keys).
+inline bool same_layout(const MemoryLayout* a, const MemoryLayout* b) {
+  return a == b || (a && b && a->key() == b->key());
+}
+
 /// What a kernel gets besides its tensors. Valid during the call only.
 struct OpContext {
   bool is_train = false;
@@ -90,6 +113,24 @@ struct OpContext {
   /// pairs mean equal contents.
   const uint64_t* input_storage_ids = nullptr;
   const uint64_t* input_versions = nullptr;
+  /// Per input / output, its layout when the executor's layout propagation gave it one other than
+  /// plain (null arrays, and null entries, mean plain). Only ops with FInferLayout get non-plain
+  /// layouts, and only those their FInferLayout asked for or announced.
+  const MemoryLayout* const* input_layouts = nullptr;
+  const MemoryLayout* const* output_layouts = nullptr;
+
+  const MemoryLayout* input_layout(size_t i) const {
+    return input_layouts ? input_layouts[i] : nullptr;
+  }
+  const MemoryLayout* output_layout(size_t i) const {
+    return output_layouts ? output_layouts[i] : nullptr;
+  }
+};
+
+/// Shapes and types of one application, as FInferLayout sees them.
+struct LayoutQuery {
+  std::vector<Shape> in_shapes, out_shapes;
+  std::vector<DType> in_types, out_types;
 };
 
 // ---- typed attributes --------------------------------------------------------------------------
@@ -131,6 +172,14 @@ WEFT_DEFINE_OP_ATTR(FResourceRequest,
 /// A kernel: reads `in`, writes `out` according to `req`. Views are compact; shapes were inferred.
 WEFT_DEFINE_OP_ATTR(FCompute, void(const OpAttrs&, const OpContext&, std::span<const TensorView> in,
                                    std::span<const OpReq> req, std::span<const TensorView> out));
+/// Layout propagation (Note [Layout propagation] in graph/layout.cc): an op that can read or write
+/// layouts other than plain. On entry `in[i]` is the layout input i's producer writes (null =
+/// plain) and every `out[o]` is null. The op sets `in[i]` to the layout its kernel reads (the pass
+/// inserts a reorder where that differs from what the producer writes) and `out[o]` to the layout
+/// its kernel writes, and returns true; returning false means plain everywhere (in and out are
+/// then ignored). Called at bind time for CPU inference only. Ops without it take and give plain.
+WEFT_DEFINE_OP_ATTR(FInferLayout, bool(const OpAttrs&, const LayoutQuery&,
+                                       std::vector<LayoutRef>& in, std::vector<LayoutRef>& out));
 /// Creates the state of a stateful op for given input shapes and types.
 WEFT_DEFINE_OP_ATTR(FCreateOpState,
                     std::shared_ptr<OpState>(const OpAttrs&, Device, const std::vector<Shape>& in,
@@ -284,7 +333,7 @@ class Op {
   using Attrs =
       std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
                  FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
-                 FResourceRequest, FCreateOpState, FGradient>;
+                 FResourceRequest, FCreateOpState, FGradient, FInferLayout>;
   static constexpr int kDeviceSlots = 4;
   static int device_slot(DeviceType d) { return static_cast<int>(d) & 3; }
   void check_mutable() const;

@@ -7,6 +7,7 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
+#include "ops/layout_ops.h"
 #include "ops/op.h"
 #include "ops/strided_copy.h"
 
@@ -735,7 +736,21 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FListInputNames>(
           [concat_inputs](const OpAttrs& a) { return numbered_names("arg", concat_inputs(a)); })
       .set_attr<FInferShape>(concat_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, concat_forward)
+      .set_attr<FCompute>(
+          DeviceType::kCPU,
+          [](const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+             std::span<const OpReq> req, std::span<const TensorView> out) {
+            if (!has_layouts(ctx, in.size(), out.size()))
+              return concat_forward(attrs, ctx, in, req, out);
+            const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, out[0].ndim);
+            concat_layout_forward(axis, ctx, in, req, out);
+          })
+      .set_attr<FInferLayout>([](const OpAttrs& attrs, const LayoutQuery& q,
+                                 std::vector<LayoutRef>& in, std::vector<LayoutRef>& out) {
+        const int nd = q.out_shapes[0].ndim();
+        return concat_infer_layout(normalize_axis(attrs, attrs.params<ConcatParam>().dim, nd), q,
+                                   in, out);
+      })
       .set_attr<FGradient>([](GradBuilder& b) {
         const int n = static_cast<int>(b.attrs().params<ConcatParam>().num_args);
         std::vector<GradEntry> in{b.out_grad(0)};
