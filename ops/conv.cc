@@ -165,10 +165,9 @@ struct ConvFwdPlan {
   size_t workspace_bytes() const { return src.bytes() + dst.bytes() + align64(scratch.get_size()); }
 };
 
-const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, bool relu) {
+const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOps& post) {
   const ConvDims d = conv_dims(g);
-  const std::string key =
-      "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + (relu ? "|relu" : "");
+  const std::string key = "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + post.key();
   return dnnl_util::cached<ConvFwdPlan>(key, [&] {
     using namespace dnnl;
     ConvFwdPlan plan;
@@ -183,14 +182,8 @@ const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, bool relu) {
             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
                                         any_desc(d.src), any_desc(d.wei), any_desc(d.dst),
                                         d.strides, d.dilates, d.pad_l, d.pad_r);
-    primitive_attr attr = user_scratchpad_attr();
-    if (relu) {
-      // ReLU applied to the output as it is written (a oneDNN post-op): no second pass.
-      post_ops ops;
-      ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
-    convolution_forward::primitive_desc pd(desc, attr, dnnl_util::cpu_engine());
+    // The sum and the activation apply to the output as it is written: no second pass.
+    convolution_forward::primitive_desc pd(desc, fused_post_op_attr(post), dnnl_util::cpu_engine());
     plan.prim = convolution_forward(pd);
     plan.src = make_reformat(f32_plain(d.src), pd.src_desc());
     plan.dst = make_reformat(f32_plain(d.dst), pd.dst_desc());
@@ -204,8 +197,8 @@ const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, bool relu) {
 
 void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
                        const TensorView& w, int w_index, const TensorView* bias,
-                       const TensorView& y, bool relu) {
-  const ConvFwdPlan& plan = conv_fwd_plan(g, bias != nullptr, relu);
+                       const TensorView& y, const FusedPostOps& post) {
+  const ConvFwdPlan& plan = conv_fwd_plan(g, bias != nullptr, post);
   dnnl_util::ScopedThreads threads(ctx.num_threads);
   WorkspaceCursor ws(ctx.workspace, ctx.workspace_bytes);
   WeightView wv(w, plan.wei_dims);
@@ -216,7 +209,8 @@ void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView
   args.emplace(DNNL_ARG_WEIGHTS, *weights);
   if (bias)
     args.emplace(DNNL_ARG_BIAS, memory(plan.bias_plain, dnnl_util::cpu_engine(), bias->raw()));
-  memory dst = dnnl_output(plan.dst, y.raw(), ws);
+  // A sum post-op reads the addend from the destination: convert it like an input.
+  memory dst = post.sum ? dnnl_input(plan.dst, y.raw(), ws) : dnnl_output(plan.dst, y.raw(), ws);
   args.emplace(DNNL_ARG_DST, dst);
   dnnl_add_scratchpad(plan.scratch, ws, args);
   auto& stream = dnnl_util::thread_stream();
@@ -327,10 +321,10 @@ void dnnl_conv_backward_weights(const ConvGeom& g, const OpContext& ctx, const T
   stream.wait();
 }
 
-size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, bool relu) {
+size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, const FusedPostOps& post) {
   if (!dnnl_conv_supported(g)) return 0;
   return backward ? conv_bwd_plan(g, bias).workspace_bytes()
-                  : conv_fwd_plan(g, bias, relu).workspace_bytes();
+                  : conv_fwd_plan(g, bias, post).workspace_bytes();
 }
 
 bool dnnl_conv_supported(const ConvGeom& g) {

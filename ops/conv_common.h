@@ -154,6 +154,42 @@ ConvGeom conv_geom(const ConvolutionParam& p, const Shape& data, const Shape& ou
 /// Workspace bytes of the im2col reference path (0 for a pointwise convolution).
 size_t conv_ref_workspace_bytes(const ConvGeom& g);
 
+// ---- post-ops of the fused ops (ops/conv_fused.cc)
+// -----------------------------------------------
+
+/// An element-wise activation applied by a fused op as its output is written: a oneDNN eltwise
+/// post-op, or fused_act_apply on the reference paths. Parsed from the hidden attributes the
+/// inference rewrite (graph/fuse.cc) sets: `__act_type__` (none, relu, leaky, elu, sigmoid, tanh,
+/// softrelu, clip) and `__act_alpha__` / `__act_beta__` (leaky/elu slope; clip's a_min, a_max).
+struct FusedAct {
+  enum class Kind { kNone, kRelu, kLeaky, kElu, kSigmoid, kTanh, kSoftRelu, kClip };
+  Kind kind = Kind::kNone;
+  float alpha = 0.0f, beta = 0.0f;
+  bool none() const { return kind == Kind::kNone; }
+  /// A key fragment naming the activation and its constants (for primitive caches).
+  std::string key() const;
+};
+/// The activation named by `attrs`' hidden attributes (none when absent); ValueError naming the op
+/// for an unknown type.
+FusedAct fused_act_from_attrs(const OpAttrs& attrs);
+/// y[i] = act(y[i]) for n floats (the reference paths).
+void fused_act_apply(const FusedAct& act, float* y, int64_t n, int threads);
+
+/// The post-ops of a fused primitive: an optional sum with the destination's old contents, then
+/// the activation.
+struct FusedPostOps {
+  bool sum = false;
+  FusedAct act;
+  std::string key() const { return (sum ? "|sum" : "") + act.key(); }
+};
+
+#if WEFT_USE_ONEDNN
+/// `post` as oneDNN post-ops (the sum first).
+dnnl::post_ops fused_post_ops(const FusedPostOps& post);
+/// A primitive_attr (user scratchpad) carrying `post` as oneDNN post-ops.
+dnnl::primitive_attr fused_post_op_attr(const FusedPostOps& post);
+#endif
+
 /// Rounds up to a multiple of 64 bytes (workspace slices stay cache-line aligned).
 inline size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -446,11 +482,13 @@ dnnl::primitive_attr user_scratchpad_attr();
 /// Whether the oneDNN path handles this geometry (non-empty tensors).
 bool dnnl_conv_supported(const ConvGeom& g);
 /// Workspace bytes of the forward (backward = false) or backward primitives; 0 when unsupported.
-size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, bool relu = false);
-/// With `relu`, the output is max(0, conv) (a post-op of the same primitive).
+size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward,
+                           const FusedPostOps& post = {});
+/// With `post`, the primitive applies its post-ops: y = act(conv + y) with `post.sum` (y holds the
+/// addend on entry), y = act(conv) otherwise.
 void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
                        const TensorView& w, int w_index, const TensorView* bias,
-                       const TensorView& y, bool relu = false);
+                       const TensorView& y, const FusedPostOps& post = {});
 void dnnl_conv_backward_data(const ConvGeom& g, const OpContext& ctx, const TensorView& dy,
                              const TensorView& w, int w_index, const TensorView& dx);
 /// Weight (and bias, when db is given) gradients.

@@ -1,29 +1,173 @@
-// _fused_conv_bn_act: the convolution ops made by the executor's inference rewrite
-// (graph/fuse.cc). oneDNN convolution with post-ops for float32, the im2col reference otherwise.
+// _fused_conv_bn_act: the convolution the executor's inference rewrite (graph/fuse.cc) makes of
+// Convolution [→ BatchNorm] [→ add] [→ activation] chains, and the post-op helpers the fused ops
+// share (FusedAct, FusedPostOps). oneDNN convolution with post-ops for float32, the im2col
+// reference otherwise.
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
+
+// ---- post-ops ----------------------------------------------------------------------------------
+
+namespace {
+std::string hidden(const OpAttrs& a, const char* key, const char* fallback) {
+  auto it = a.dict.find(key);
+  return it == a.dict.end() ? fallback : it->second;
+}
+}  // namespace
+
+std::string FusedAct::key() const {
+  if (kind == Kind::kNone) return "";
+  return "|act" + std::to_string(static_cast<int>(kind)) + "," + std::to_string(alpha) + "," +
+         std::to_string(beta);
+}
+
+FusedAct fused_act_from_attrs(const OpAttrs& attrs) {
+  static const std::pair<const char*, FusedAct::Kind> kNames[] = {
+      {"none", FusedAct::Kind::kNone},         {"relu", FusedAct::Kind::kRelu},
+      {"leaky", FusedAct::Kind::kLeaky},       {"elu", FusedAct::Kind::kElu},
+      {"sigmoid", FusedAct::Kind::kSigmoid},   {"tanh", FusedAct::Kind::kTanh},
+      {"softrelu", FusedAct::Kind::kSoftRelu}, {"clip", FusedAct::Kind::kClip}};
+  const std::string type = hidden(attrs, "__act_type__", "none");
+  FusedAct a;
+  bool found = false;
+  for (const auto& [name, kind] : kNames) {
+    if (type == name) {
+      a.kind = kind;
+      found = true;
+    }
+  }
+  WEFT_CHECK(found) << attrs.where() << ": unknown __act_type__ '" << type
+                    << "' (none, relu, leaky, elu, sigmoid, tanh, softrelu, clip)";
+  a.alpha = static_cast<float>(parse_float(hidden(attrs, "__act_alpha__", "0")));
+  a.beta = static_cast<float>(parse_float(hidden(attrs, "__act_beta__", "0")));
+  return a;
+}
+
+void fused_act_apply(const FusedAct& act, float* y, int64_t n, int threads) {
+  if (act.none()) return;
+  const float al = act.alpha, be = act.beta;
+  parallel_for(n, 4096, threads, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = y[i];
+      switch (act.kind) {
+        case FusedAct::Kind::kNone:
+          break;
+        case FusedAct::Kind::kRelu:
+          y[i] = v > 0.0f ? v : 0.0f;
+          break;
+        case FusedAct::Kind::kLeaky:
+          y[i] = v > 0.0f ? v : al * v;
+          break;
+        case FusedAct::Kind::kElu:
+          y[i] = v > 0.0f ? v : al * std::expm1(v);
+          break;
+        case FusedAct::Kind::kSigmoid:
+          y[i] = 1.0f / (1.0f + std::exp(-v));
+          break;
+        case FusedAct::Kind::kTanh:
+          y[i] = std::tanh(v);
+          break;
+        case FusedAct::Kind::kSoftRelu:
+          y[i] = v > 20.0f ? v : std::log1p(std::exp(v));
+          break;
+        case FusedAct::Kind::kClip:
+          y[i] = std::min(std::max(v, al), be);
+          break;
+      }
+    }
+  });
+}
+
+#if WEFT_USE_ONEDNN
+dnnl::post_ops fused_post_ops(const FusedPostOps& post) {
+  using dnnl::algorithm;
+  dnnl::post_ops ops;
+  if (post.sum) ops.append_sum(1.0f);
+  const float al = post.act.alpha, be = post.act.beta;
+  switch (post.act.kind) {
+    case FusedAct::Kind::kNone:
+      break;
+    case FusedAct::Kind::kRelu:
+      ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case FusedAct::Kind::kLeaky:
+      ops.append_eltwise(1.0f, algorithm::eltwise_relu, al, 0.0f);
+      break;
+    case FusedAct::Kind::kElu:
+      ops.append_eltwise(1.0f, algorithm::eltwise_elu, al, 0.0f);
+      break;
+    case FusedAct::Kind::kSigmoid:
+      ops.append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case FusedAct::Kind::kTanh:
+      ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case FusedAct::Kind::kSoftRelu:
+      ops.append_eltwise(1.0f, algorithm::eltwise_soft_relu, 0.0f, 0.0f);
+      break;
+    case FusedAct::Kind::kClip:
+      ops.append_eltwise(1.0f, algorithm::eltwise_clip, al, be);
+      break;
+  }
+  return ops;
+}
+
+dnnl::primitive_attr fused_post_op_attr(const FusedPostOps& post) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (post.sum || !post.act.none()) attr.set_post_ops(fused_post_ops(post));
+  return attr;
+}
+#endif
+
 namespace {
 
-// ---- _fused_conv_bn_act: Convolution → BatchNorm (inference) → optional ReLU in one kernel ----
-// Made only by the graph executor's inference rewrite (graph/fuse.cc). Inputs: data, weight,
-// [bias], gamma, beta, moving_mean, moving_var. Conv params as Convolution; the BatchNorm and
-// activation settings travel as hidden attributes (`__bn_eps__`, `__bn_fix_gamma__`,
-// `__act_type__`). The BatchNorm is folded into the weights and bias: w' = w * s, b' = beta +
-// (b - mean) * s with s = gamma / sqrt(var + eps). The folded copies are kept in the op state and
-// recomputed only when one of their inputs changes (storage id and version, OpContext).
+// ---- _fused_conv_bn_act -------------------------------------------------------------------------
+// Made only by the graph executor's inference rewrite (graph/fuse.cc). Conv params as Convolution;
+// the rest travels as hidden attributes:
+//   __with_bn__ (default True): a BatchNorm (inference) follows; inputs gamma, beta, moving_mean,
+//     moving_var after the convolution's; __bn_eps__, __bn_fix_gamma__ as BatchNorm's eps and
+//     fix_gamma. It is folded into the weights and bias: w' = w * s, b' = beta + (b - mean) * s
+//     with s = gamma / sqrt(var + eps). The folded copies are kept in the op state and recomputed
+//     only when one of their inputs changes (storage id and version, OpContext).
+//   __with_sum__ (default False): the result is added to a last input, `addend` (an elementwise
+//     add after the convolution/BatchNorm). Same shape: oneDNN's sum post-op accumulates into the
+//     output, which holds the addend (in place when the planner lets the output take the addend's
+//     memory, a copy otherwise). __sum_broadcast__ (from broadcast_add): the shapes may differ and
+//     the add broadcasts them (NumPy rules) in a second pass.
+//   __act_type__ / __act_alpha__ / __act_beta__: the activation applied last (FusedAct).
+// Inputs: data, weight, [bias], [gamma, beta, moving_mean, moving_var], [addend].
 
 std::atomic<uint64_t> g_fused_weight_ids{uint64_t{1} << 62};  // disjoint from storage ids
 
+struct FusedInputs {
+  int nconv = 2;
+  bool bn = true, sum = false, broadcast = false;
+  int bn0() const { return nconv; }
+  int addend() const { return nconv + (bn ? 4 : 0); }
+  int total() const { return addend() + (sum ? 1 : 0); }
+};
+
+FusedInputs fused_inputs(const OpAttrs& a) {
+  FusedInputs f;
+  f.nconv = conv_num_inputs(a);
+  f.bn = parse_bool(hidden(a, "__with_bn__", "True"));
+  f.sum = parse_bool(hidden(a, "__with_sum__", "False"));
+  f.broadcast = f.sum && parse_bool(hidden(a, "__sum_broadcast__", "False"));
+  return f;
+}
+
 struct FusedConvState final : OpState {
   ConvolutionParam p;
+  FusedInputs io;
   float eps = 1e-3f;
   bool fix_gamma = true;
-  bool relu = false;
+  FusedAct act;
   std::vector<float> w, b;
   Shape w_shape, b_shape;
   std::vector<std::pair<uint64_t, uint64_t>> seen;  // identity of the inputs folded last
@@ -31,37 +175,70 @@ struct FusedConvState final : OpState {
   uint64_t version = 0;
 };
 
-int fused_num_inputs(const OpAttrs& a) { return conv_num_inputs(a) + 4; }
+int fused_num_inputs(const OpAttrs& a) { return fused_inputs(a).total(); }
 std::vector<std::string> fused_input_names(const OpAttrs& a) {
+  const FusedInputs f = fused_inputs(a);
   std::vector<std::string> n = conv_input_names(a);
-  for (const char* s : {"gamma", "beta", "moving_mean", "moving_var"}) n.push_back(s);
+  if (f.bn) {
+    for (const char* s : {"gamma", "beta", "moving_mean", "moving_var"}) n.push_back(s);
+  }
+  if (f.sum) n.push_back("addend");
   return n;
 }
 
 bool fused_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
-  const int nconv = conv_num_inputs(attrs);
-  std::vector<Shape> conv_in(in.begin(), in.begin() + nconv);
-  conv_infer_shape(attrs, conv_in, out);
+  const FusedInputs f = fused_inputs(attrs);
+  std::vector<Shape> conv_in(in.begin(), in.begin() + f.nconv);
+  std::vector<Shape> conv_out = f.broadcast ? std::vector<Shape>(1) : out;
+  if (f.sum && !f.broadcast && in[f.addend()].rank_known())
+    assign_output_shape(attrs, conv_out, 0, in[f.addend()]);
+  conv_infer_shape(attrs, conv_in, conv_out);
   std::copy(conv_in.begin(), conv_in.end(), in.begin());
-  const Shape c{attrs.params<ConvolutionParam>().num_filter};
-  for (int i = nconv; i < nconv + 4; ++i) assign_input_shape(attrs, in, i, c);
+  if (f.bn) {
+    const Shape c{attrs.params<ConvolutionParam>().num_filter};
+    for (int i = f.bn0(); i < f.bn0() + 4; ++i) assign_input_shape(attrs, in, i, c);
+  }
+  if (!f.broadcast) {
+    assign_output_shape(attrs, out, 0, conv_out[0]);
+    if (f.sum) assign_input_shape(attrs, in, f.addend(), out[0]);
+  } else if (conv_out[0].rank_known() && in[f.addend()].rank_known()) {
+    Shape o;
+    if (!broadcast_shapes(conv_out[0], in[f.addend()], &o)) {
+      throw_shape_error(attrs, "cannot broadcast the convolution's output " +
+                                   conv_out[0].to_string() + " with the addend " +
+                                   in[f.addend()].to_string());
+    }
+    assign_output_shape(attrs, out, 0, o);
+  }
   return all_known(in) && all_known(out);
 }
 
-std::string hidden(const OpAttrs& a, const char* key, const char* fallback) {
-  auto it = a.dict.find(key);
-  return it == a.dict.end() ? fallback : it->second;
+// The convolution's own output shape (differs from the op's output only with a broadcast sum).
+Shape conv_output_shape(const ConvolutionParam& p, const Shape& data) {
+  Shape o = data;
+  o[1] = p.num_filter;
+  for (int i = 0; i < p.kernel.ndim(); ++i) {
+    const int64_t dk = p.dilate[i] * (p.kernel[i] - 1) + 1;
+    o[2 + i] = (data[2 + i] + 2 * p.pad[i] - dk) / p.stride[i] + 1;
+  }
+  return o;
 }
 
 std::vector<ResourceRequest> fused_resources(const OpAttrs& attrs, const std::vector<Shape>& in,
                                              const std::vector<Shape>& out) {
   const auto& p = attrs.params<ConvolutionParam>();
-  const ConvGeom g = conv_geom(p, in[0], out[0]);
+  const FusedInputs f = fused_inputs(attrs);
+  const Shape cshape = f.broadcast ? conv_output_shape(p, in[0]) : out[0];
+  const ConvGeom g = conv_geom(p, in[0], cshape);
   size_t bytes = conv_ref_workspace_bytes(g);
 #if WEFT_USE_ONEDNN
-  bytes = std::max(
-      bytes, dnnl_conv_workspace(g, true, false, hidden(attrs, "__act_type__", "none") == "relu"));
+  FusedPostOps post;
+  post.sum = f.sum && !f.broadcast;
+  if (!f.broadcast) post.act = fused_act_from_attrs(attrs);
+  bytes = std::max(bytes, dnnl_conv_workspace(g, f.bn || !p.no_bias, false, post));
 #endif
+  // A broadcast sum first computes the convolution into the workspace.
+  if (f.broadcast) bytes += align64(static_cast<size_t>(cshape.size()) * sizeof(float));
   return {{ResourceRequest::Kind::kWorkspace, bytes}};
 }
 
@@ -72,31 +249,28 @@ std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device,
       << attrs.where() << ": the fused convolution is float32 only, got " << dtype_name(types[0]);
   auto s = std::make_shared<FusedConvState>();
   s->p = attrs.params<ConvolutionParam>();
+  s->io = fused_inputs(attrs);
   check_channel_first_layout(attrs, s->p.layout, s->p.kernel.ndim());
   s->eps = static_cast<float>(parse_float(hidden(attrs, "__bn_eps__", "0.001")));
   s->fix_gamma = parse_bool(hidden(attrs, "__bn_fix_gamma__", "True"));
-  const std::string act = hidden(attrs, "__act_type__", "none");
-  WEFT_CHECK(act == "relu" || act == "none")
-      << attrs.where() << ": __act_type__ must be relu or none, got " << act;
-  s->relu = act == "relu";
-  s->w_shape = in[1];
-  s->b_shape = Shape{attrs.params<ConvolutionParam>().num_filter};
-  s->w.resize(static_cast<size_t>(in[1].size()));
-  s->b.resize(static_cast<size_t>(s->b_shape[0]));
+  s->act = fused_act_from_attrs(attrs);
+  if (s->io.bn) {
+    s->w_shape = in[1];
+    s->b_shape = Shape{s->p.num_filter};
+    s->w.resize(static_cast<size_t>(in[1].size()));
+    s->b.resize(static_cast<size_t>(s->b_shape[0]));
+  }
   return s;
 }
 
-void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  auto& s = static_cast<FusedConvState&>(state);
-  if (req[0] == OpReq::kNull) return;
-  const int nin = static_cast<int>(in.size());
-  const bool has_bias = nin == 7;
-  const int bn0 = has_bias ? 3 : 2;
-  // Refold when any parameter input changed (or its identity is unknown).
+// Refolds the BatchNorm into the state's weight and bias when any parameter input changed (or its
+// identity is unknown).
+void fold_batch_norm(FusedConvState& s, const OpContext& ctx, std::span<const TensorView> in) {
+  const bool has_bias = !s.p.no_bias;
+  const int bn0 = s.io.bn0();
   bool stale = s.seen.empty();
   std::vector<std::pair<uint64_t, uint64_t>> now;
-  for (int i = 1; i < nin; ++i) {
+  for (int i = 1; i < bn0 + 4; ++i) {
     now.push_back(
         ctx.input_storage_ids && ctx.input_versions
             ? std::pair<uint64_t, uint64_t>{ctx.input_storage_ids[i], ctx.input_versions[i]}
@@ -104,44 +278,92 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
     stale = stale || now.back().first == 0;
   }
   stale = stale || now != s.seen;
-  if (stale) {
-    const float* w = in[1].ptr<float>();
-    const float* bias = has_bias ? in[2].ptr<float>() : nullptr;
-    const float* gamma = in[bn0].ptr<float>();
-    const float* beta = in[bn0 + 1].ptr<float>();
-    const float* mean = in[bn0 + 2].ptr<float>();
-    const float* var = in[bn0 + 3].ptr<float>();
-    const int64_t oc = s.w_shape[0];
-    const int64_t per = in[1].size() / oc;
-    for (int64_t c = 0; c < oc; ++c) {
-      const float scale = (s.fix_gamma ? 1.0f : gamma[c]) / std::sqrt(var[c] + s.eps);
-      for (int64_t k = 0; k < per; ++k) s.w[c * per + k] = w[c * per + k] * scale;
-      s.b[c] = beta[c] + ((bias ? bias[c] : 0.0f) - mean[c]) * scale;
-    }
-    s.seen = std::move(now);
-    ++s.version;
+  if (!stale) return;
+  const float* w = in[1].ptr<float>();
+  const float* bias = has_bias ? in[2].ptr<float>() : nullptr;
+  const float* gamma = in[bn0].ptr<float>();
+  const float* beta = in[bn0 + 1].ptr<float>();
+  const float* mean = in[bn0 + 2].ptr<float>();
+  const float* var = in[bn0 + 3].ptr<float>();
+  const int64_t oc = s.w_shape[0];
+  const int64_t per = in[1].size() / oc;
+  for (int64_t c = 0; c < oc; ++c) {
+    const float scale = (s.fix_gamma ? 1.0f : gamma[c]) / std::sqrt(var[c] + s.eps);
+    for (int64_t k = 0; k < per; ++k) s.w[c * per + k] = w[c * per + k] * scale;
+    s.b[c] = beta[c] + ((bias ? bias[c] : 0.0f) - mean[c]) * scale;
   }
-  const TensorView wv(s.w.data(), in[1].device, DType::kFloat32, s.w_shape);
-  const TensorView bv(s.b.data(), in[1].device, DType::kFloat32, s.b_shape);
-  // The folded weight's identity for oneDNN's blocked-weight cache: the state's id and version.
-  uint64_t ids[2] = {0, s.id};
-  uint64_t versions[2] = {0, s.version};
-  OpContext c = ctx;
-  c.input_storage_ids = ids;
-  c.input_versions = versions;
-  const ConvGeom g = conv_geom(s.p, in[0].shape_of(), out[0].shape_of());
+  s.seen = std::move(now);
+  ++s.version;
+}
+
+// y = post(conv(x)): the oneDNN primitive with post-ops, or the reference loops.
+void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, const TensorView& x,
+              const TensorView& w, const TensorView* bias, const TensorView& y,
+              const FusedPostOps& post) {
 #if WEFT_USE_ONEDNN
   if (dnnl_conv_supported(g)) {
-    dnnl_conv_forward(g, c, in[0], wv, 1, &bv, out[0], s.relu);
+    dnnl_conv_forward(g, ctx, x, w, 1, bias, y, post);
     return;
   }
 #endif
-  conv_forward_ref<float>(g, in[0].ptr<float>(), s.w.data(), s.b.data(), out[0].ptr<float>(), false,
-                          static_cast<float*>(ctx.workspace), ctx.num_threads);
-  if (s.relu) {
-    float* y = out[0].ptr<float>();
-    for (int64_t i = 0, n = out[0].size(); i < n; ++i) y[i] = std::max(y[i], 0.0f);
+  conv_forward_ref<float>(g, x.ptr<float>(), w.ptr<float>(), bias ? bias->ptr<float>() : nullptr,
+                          y.ptr<float>(), post.sum, static_cast<float*>(ctx.workspace),
+                          ctx.num_threads);
+  fused_act_apply(post.act, y.ptr<float>(), y.size(), ctx.num_threads);
+}
+
+void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  auto& s = static_cast<FusedConvState&>(state);
+  if (req[0] == OpReq::kNull) return;
+  OpContext c = ctx;
+  TensorView wv = in[1];
+  std::optional<TensorView> bv;
+  if (!s.p.no_bias) bv = in[2];
+  // The folded weight's identity for oneDNN's blocked-weight cache: the state's id and version.
+  uint64_t ids[2] = {0, s.id};
+  uint64_t versions[2] = {0, s.version};
+  if (s.io.bn) {
+    fold_batch_norm(s, ctx, in);
+    versions[1] = s.version;
+    wv = TensorView(s.w.data(), in[1].device, DType::kFloat32, s.w_shape);
+    bv = TensorView(s.b.data(), in[1].device, DType::kFloat32, s.b_shape);
+    c.input_storage_ids = ids;
+    c.input_versions = versions;
   }
+  const TensorView* bias = bv ? &*bv : nullptr;
+  const TensorView& y = out[0];
+  if (!s.io.broadcast) {
+    FusedPostOps post{s.io.sum, s.act};
+    if (post.sum) {
+      const TensorView& a = in[s.io.addend()];
+      // The sum post-op adds to what the output holds: the addend (unless it is there in place).
+      if (a.raw() != y.raw()) std::memcpy(y.raw(), a.raw(), static_cast<size_t>(y.size()) * 4);
+    }
+    run_conv(s, conv_geom(s.p, in[0].shape_of(), y.shape_of()), c, in[0], wv, bias, y, post);
+    return;
+  }
+  // Broadcast sum: the convolution into the workspace, then y = act(conv + addend) broadcast.
+  const TensorView& a = in[s.io.addend()];
+  const Shape cshape = conv_output_shape(s.p, in[0].shape_of());
+  const size_t tmp_bytes = align64(static_cast<size_t>(cshape.size()) * sizeof(float));
+  WEFT_ICHECK(ctx.workspace_bytes >= tmp_bytes) << "_fused_conv_bn_act: workspace too small";
+  float* tmp = static_cast<float*>(ctx.workspace);
+  c.workspace = static_cast<char*>(ctx.workspace) + tmp_bytes;
+  c.workspace_bytes = ctx.workspace_bytes - tmp_bytes;
+  const TensorView t(tmp, in[0].device, DType::kFloat32, cshape);
+  run_conv(s, conv_geom(s.p, in[0].shape_of(), cshape), c, in[0], wv, bias, t, FusedPostOps{});
+  const Shape ys = y.shape_of(), as = a.shape_of();
+  const BroadcastPlan bp =
+      make_broadcast_plan(ys.data(), ys.ndim(), cshape.data(), cshape.ndim(), as.data(), as.ndim());
+  const float* ap = a.ptr<float>();
+  float* yp = y.ptr<float>();
+  const int64_t inner = bp.inner();
+  const int64_t ls = bp.lstride[bp.ndim - 1], rs = bp.rstride[bp.ndim - 1];
+  for_each_row(bp, 0, bp.rows(), [&](int64_t lo, int64_t ro, int64_t yo) {
+    for (int64_t i = 0; i < inner; ++i) yp[yo + i] = tmp[lo + i * ls] + ap[ro + i * rs];
+  });
+  fused_act_apply(s.act, yp, y.size(), ctx.num_threads);
 }
 
 }  // namespace
@@ -149,15 +371,23 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
 void register_fused_conv_ops(OpRegistry& r) {
   r.register_op("_fused_conv_bn_act")
       .describe(
-          "Convolution followed by inference BatchNorm (folded into weight and bias) and an "
-          "optional ReLU post-op. Made by the executor's inference rewrite; inputs data, weight, "
-          "[bias], gamma, beta, moving_mean, moving_var; hidden attrs __bn_eps__, "
-          "__bn_fix_gamma__, __act_type__ (relu or none).")
+          "Convolution followed by an optional inference BatchNorm (folded into weight and bias), "
+          "an optional elementwise add of another tensor (a oneDNN sum post-op) and an optional "
+          "activation post-op. Made by the executor's inference rewrite; inputs data, weight, "
+          "[bias], [gamma, beta, moving_mean, moving_var], [addend]; hidden attrs __with_bn__, "
+          "__bn_eps__, __bn_fix_gamma__, __with_sum__, __sum_broadcast__, __act_type__ (none, "
+          "relu, leaky, elu, sigmoid, tanh, softrelu, clip), __act_alpha__, __act_beta__.")
       .set_params<ConvolutionParam>()
       .set_attr<FNumInputs>(fused_num_inputs)
       .set_attr<FListInputNames>(fused_input_names)
       .set_attr<FInferShape>(fused_infer_shape)
       .set_attr<FResourceRequest>(fused_resources)
+      .set_attr<FInplaceOption>([](const OpAttrs& a) {
+        // The output may take the addend's memory: the sum post-op then reads it in place.
+        const FusedInputs f = fused_inputs(a);
+        return f.sum && !f.broadcast ? std::vector<std::pair<int, int>>{{f.addend(), 0}}
+                                     : std::vector<std::pair<int, int>>{};
+      })
       .set_attr<FCreateOpState>(fused_create_state)
       .set_attr<FStatefulCompute>(DeviceType::kCPU, fused_forward);
 }

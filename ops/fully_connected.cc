@@ -111,9 +111,9 @@ struct FcFwdPlan {
   memory::desc src, wei, bias, dst;
 };
 
-const FcFwdPlan& fc_fwd_plan(const FcDims& d, bool bias) {
+const FcFwdPlan& fc_fwd_plan(const FcDims& d, bool bias, const FusedAct& act) {
   const std::string key = "FullyConnected.fwd|" + std::to_string(d.m) + "," + std::to_string(d.k) +
-                          "," + std::to_string(d.h) + (bias ? "|b" : "|nb");
+                          "," + std::to_string(d.h) + (bias ? "|b" : "|nb") + act.key();
   return dnnl_util::cached<FcFwdPlan>(key, [&] {
     using namespace dnnl;
     FcFwdPlan plan;
@@ -125,8 +125,11 @@ const FcFwdPlan& fc_fwd_plan(const FcDims& d, bool bias) {
                                                    plan.bias, plan.dst)
                      : inner_product_forward::desc(prop_kind::forward_inference, plan.src, plan.wei,
                                                    plan.dst);
-    plan.prim =
-        inner_product_forward(inner_product_forward::primitive_desc(desc, dnnl_util::cpu_engine()));
+    // The activation of _fused_fc_act applies as the output is written (a post-op).
+    primitive_attr attr;
+    if (!act.none()) attr.set_post_ops(fused_post_ops(FusedPostOps{false, act}));
+    plan.prim = inner_product_forward(
+        inner_product_forward::primitive_desc(desc, attr, dnnl_util::cpu_engine()));
     return plan;
   });
 }
@@ -168,8 +171,10 @@ const FcBwdPlan& fc_bwd_plan(const FcDims& d, bool bias) {
 
 [[maybe_unused]] bool plain_write(OpReq r) { return r == OpReq::kWrite || r == OpReq::kInplace; }
 
-void fc_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                std::span<const OpReq> req, std::span<const TensorView> out) {
+// y = act(x·Wᵀ + b); `act` is none for FullyConnected itself.
+void fc_forward_act(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out,
+                    const FusedAct& act) {
   if (req[0] == OpReq::kNull) return;
   const auto& p = attrs.params<FullyConnectedParam>();
   const FcDims d = fc_dims(p, in[0]);
@@ -177,7 +182,7 @@ void fc_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
   const bool add = req[0] == OpReq::kAdd;
 #if WEFT_USE_ONEDNN
   if (in[0].dtype() == DType::kFloat32 && !add && d.k > 0) {
-    const FcFwdPlan& plan = fc_fwd_plan(d, !p.no_bias);
+    const FcFwdPlan& plan = fc_fwd_plan(d, !p.no_bias, act);
     dnnl_util::ScopedThreads threads(ctx.num_threads);
     auto& eng = dnnl_util::cpu_engine();
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(plan.src, eng, in[0].raw())},
@@ -201,6 +206,23 @@ void fc_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
                    });
     }
   });
+  if (!act.none()) {
+    WEFT_CHECK_AS(NotImplemented, in[0].dtype() == DType::kFloat32 && !add)
+        << attrs.where() << ": the fused activation is float32 only (and never accumulates)";
+    fused_act_apply(act, out[0].ptr<float>(), out[0].size(), ctx.num_threads);
+  }
+}
+
+void fc_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                std::span<const OpReq> req, std::span<const TensorView> out) {
+  fc_forward_act(attrs, ctx, in, req, out, FusedAct{});
+}
+
+// _fused_fc_act: FullyConnected → activation, made by the executor's inference rewrite
+// (graph/fuse.cc); the activation travels as hidden attributes (FusedAct).
+void fused_fc_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
+  fc_forward_act(attrs, ctx, in, req, out, fused_act_from_attrs(attrs));
 }
 
 void fc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -278,6 +300,18 @@ void register_fully_connected_ops(OpRegistry& r) {
         if (bias) grads.push_back(g.at(2));
         return grads;
       });
+
+  r.register_op("_fused_fc_act")
+      .describe(
+          "FullyConnected followed by an activation applied as its output is written (a oneDNN "
+          "post-op). Made by the executor's inference rewrite; inputs as FullyConnected; hidden "
+          "attrs __act_type__ (relu, leaky, elu, sigmoid, tanh, softrelu, clip), __act_alpha__, "
+          "__act_beta__.")
+      .set_params<FullyConnectedParam>()
+      .set_attr<FNumInputs>(fc_num_inputs)
+      .set_attr<FListInputNames>(fc_input_names)
+      .set_attr<FInferShape>(fc_infer_shape)
+      .set_attr<FCompute>(DeviceType::kCPU, fused_fc_forward);
 
   r.register_op("_backward_FullyConnected")
       .describe(
