@@ -8,8 +8,10 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/profiler.h"
 #include "graph/fuse.h"
 #include "graph/gradient.h"
+#include "graph/segments.h"
 #include "memory/arena.h"
 #include "ndarray/runtime.h"
 
@@ -184,7 +186,7 @@ class ExecutorImpl final : public Executor {
     // run never overwrites arena memory an earlier run still uses.
     engine_.push_sync([](const RunContext&) {}, options_.device, {}, {arena_var_},
                       FnProperty::kNormal, 0, "executor_fence");
-    for (size_t k = 0; k < num_forward_runs_; ++k) push(runs_[k], is_train);
+    push_range(forward_segments_, 0, num_forward_runs_, is_train);
     ran_forward_train_ = is_train;
   }
 
@@ -203,7 +205,7 @@ class ExecutorImpl final : public Executor {
           << ", the head has " << dst.shape();
       head_grads[h].copy_to(dst);
     }
-    for (size_t k = num_forward_runs_; k < runs_.size(); ++k) push(runs_[k], true);
+    push_range(backward_segments_, num_forward_runs_, runs_.size(), true);
     for (auto& [name, tmp] : add_temps_) {
       NDArray g = grads_.at(name);
       g += tmp;
@@ -592,6 +594,71 @@ class ExecutorImpl final : public Executor {
       if (nid < num_forward_nodes_) ++num_forward_runs_;
       runs_.push_back(std::move(r));
     }
+    forward_segments_ = make_segments(0, num_forward_runs_);
+    backward_segments_ = make_segments(num_forward_runs_, runs_.size());
+  }
+
+  // A run of nodes pushed as one engine operation (Note [Bulk segments]).
+  struct SegmentRun {
+    size_t begin = 0, end = 0;  // indices into runs_
+    std::vector<VarHandle> reads, writes;
+    std::string name;  // the members' op names, for the engine's profiler
+  };
+
+  // Groups runs_[begin, end) into segments (bulk_max_nodes).
+  std::vector<SegmentRun> make_segments(size_t begin, size_t end) const {
+    std::vector<SegmentNode> nodes;
+    nodes.reserve(end - begin);
+    for (size_t k = begin; k < end; ++k) {
+      const NodeRun& r = runs_[k];
+      SegmentNode n;
+      n.async = r.async != nullptr;
+      n.reads = r.reads;
+      n.writes = r.writes;
+      for (size_t i = 0; i < r.in_vars.size(); ++i) {
+        if (r.in_vars[i] && r.storage_ids[i] != 0) n.keyed_ins.push_back(r.in_vars[i]);
+      }
+      nodes.push_back(std::move(n));
+    }
+    SegmentOptions so;
+    so.max_nodes = std::max<uint32_t>(options_.bulk_max_nodes, 1);
+    std::vector<SegmentRun> out;
+    for (Segment& s : build_segments(nodes, so)) {
+      SegmentRun sr;
+      sr.begin = begin + s.begin;
+      sr.end = begin + s.end;
+      sr.reads = std::move(s.reads);
+      sr.writes = std::move(s.writes);
+      for (size_t k = sr.begin; k < sr.end; ++k) {
+        if (k > sr.begin) sr.name += '+';
+        sr.name += runs_[k].name;
+      }
+      out.push_back(std::move(sr));
+    }
+    return out;
+  }
+
+  // Pushes runs_[begin, end): by segment, or node by node while the profiler records (so the
+  // trace shows every node) or when bulking is off.
+  void push_range(std::vector<SegmentRun>& segments, size_t begin, size_t end, bool is_train) {
+    if (options_.bulk_max_nodes <= 1 || Profiler::global().enabled()) {
+      for (size_t k = begin; k < end; ++k) push(runs_[k], is_train);
+      return;
+    }
+    for (SegmentRun& s : segments) {
+      if (s.end - s.begin == 1) {
+        push(runs_[s.begin], is_train);
+        continue;
+      }
+      NodeRun* first = &runs_[s.begin];
+      NodeRun* last = first + (s.end - s.begin);
+      Engine* engine = &engine_;
+      engine_.push_sync(
+          [first, last, is_train, engine](const RunContext& rc) {
+            for (NodeRun* r = first; r != last; ++r) r->run(is_train, *engine, rc);
+          },
+          options_.device, s.reads, s.writes, FnProperty::kNormal, 0, s.name);
+    }
   }
 
   void push(NodeRun& r, bool is_train) {
@@ -648,6 +715,7 @@ class ExecutorImpl final : public Executor {
   std::vector<std::pair<std::string, NDArray>> add_temps_;
   std::vector<NodeRun> runs_;
   size_t num_forward_runs_ = 0;
+  std::vector<SegmentRun> forward_segments_, backward_segments_;
   bool ran_forward_train_ = false;
 };
 

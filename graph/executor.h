@@ -35,6 +35,10 @@ struct BindOptions {
   bool layouts = true;
   /// Record the time spent in each node (op_times()).
   bool time_ops = false;
+  /// Bulk execution (Note [Bulk segments] in graph/segments.cc): up to this many consecutive
+  /// nodes of a chain are pushed as one engine operation. 1 pushes every node alone. While the
+  /// profiler records, nodes are pushed alone so the trace shows each one.
+  uint32_t bulk_max_nodes = 16;
 };
 
 /// Time spent per op name over every run since bind (when BindOptions::time_ops).

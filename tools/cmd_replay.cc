@@ -46,6 +46,7 @@ struct ReplayOptions {
   double atol = 1e-5;
   uint64_t seed = 0;
   bool no_fuse = false;
+  bool no_bulk = false;
   bool quiet = false;
   bool dump = false;
 };
@@ -81,6 +82,7 @@ int run_replay(const ReplayOptions& o) {
   bo.inputs.batch = o.batch;
   bo.time_ops = true;
   bo.fuse = !o.no_fuse;
+  if (o.no_bulk) bo.bulk_max_nodes = 1;
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
   for (const std::string& text : o.inputs) {
     const InputSpec spec = parse_input_spec(text);
@@ -310,6 +312,8 @@ Command add_replay_command(CLI::App& app) {
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
       ->transform(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
+  a->add_flag("--no-bulk", o->no_bulk,
+              "Push every node as its own engine operation (no bulk segments of chained nodes)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
   a->add_flag("--dump", o->dump,
               "Print the graph that runs (after rewrites), with inferred shapes and types");
