@@ -9,7 +9,8 @@
 //     the addend otherwise); broadcast_add keeps NumPy broadcasting in a second pass when the
 //     shapes differ at run time (the rewrite runs before shapes are known);
 //   an activation (Activation relu/sigmoid/tanh/softrelu, LeakyReLU leaky/elu, clip, and the
-//     relu/sigmoid/tanh ops): a oneDNN eltwise post-op;
+//     relu/sigmoid/tanh ops): a oneDNN eltwise post-op; LeakyReLU prelu (convolution only): a
+//     oneDNN prelu post-op reading the slopes input;
 // in that order, each step optional. It grows only while the current result has exactly one
 // reader, is not a head and is no node's control dependency, so no intermediate value that anyone
 // could observe disappears. The fused node is emitted where the chain's last node was: every input
@@ -33,12 +34,20 @@ std::string attr_or(const Node& n, const char* key, const char* fallback) {
 
 bool is_op(const Node& n, std::string_view name) { return n.op && n.op->name() == name; }
 
-/// The post-op form of an activation node: (__act_type__, __act_alpha__, __act_beta__).
+/// The post-op form of an activation node: (__act_type__, __act_alpha__, __act_beta__), and for
+/// prelu its slopes (an input of the fused node).
 struct ActSpec {
   std::string type, alpha = "0", beta = "0";
+  std::optional<NodeEntry> slopes;
 };
 
 std::optional<ActSpec> activation_of(const Node& n) {
+  if (n.op && n.op->name() == "LeakyReLU" && n.inputs.size() == 2 &&
+      attr_or(n, "act_type", "leaky") == "prelu") {
+    ActSpec a{"prelu"};
+    a.slopes = n.inputs[1];
+    return a;
+  }
   if (!n.op || n.inputs.size() != 1) return std::nullopt;
   const std::string& op = n.op->name();
   if (op == "relu" || op == "sigmoid" || op == "tanh") return ActSpec{op};
@@ -120,7 +129,8 @@ class Fuser {
       }
     }
     if (auto n = next(cur)) {
-      if (auto spec = activation_of(g_.nodes[*n])) {
+      if (auto spec = activation_of(g_.nodes[*n]); spec && g_.nodes[*n].inputs[0].node == cur &&
+                                                   !(spec->slopes && spec->slopes->node == cur)) {
         c.act = *n;
         c.act_spec = *spec;
       }
@@ -135,7 +145,7 @@ class Fuser {
     const auto n = next(nid);
     if (!n) return std::nullopt;
     const auto spec = activation_of(g_.nodes[*n]);
-    if (!spec) return std::nullopt;
+    if (!spec || spec->slopes) return std::nullopt;  // (no prelu post-op on inner products)
     Chain c;
     c.head = nid;
     c.act = *n;
@@ -224,6 +234,7 @@ Graph fuse_for_inference(const Graph& in, FuseStats* stats) {
       if (c.act) {
         f.attrs["__act_alpha__"] = c.act_spec.alpha;
         f.attrs["__act_beta__"] = c.act_spec.beta;
+        if (c.act_spec.slopes) f.inputs.push_back(mapped(*c.act_spec.slopes));
         if (!conv) {
           ++st.fc_act;
         } else if (c.act_spec.type == "relu") {

@@ -212,6 +212,14 @@ void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView
   // A sum post-op reads the addend from the destination: convert it like an input.
   memory dst = post.sum ? dnnl_input(plan.dst, y.raw(), ws) : dnnl_output(plan.dst, y.raw(), ws);
   args.emplace(DNNL_ARG_DST, dst);
+  if (post.act.kind == FusedAct::Kind::kPRelu) {
+    // The slopes, plain, with the output's rank: (1, C, 1...) or all ones when shared.
+    memory::dims dims(static_cast<size_t>(g.nsp + 2), 1);
+    if (!post.prelu_shared) dims[1] = g.out_c;
+    args.emplace(
+        DNNL_ARG_ATTR_MULTIPLE_POST_OP(post.sum ? 1 : 0) | DNNL_ARG_WEIGHTS,
+        memory(f32_plain(dims), dnnl_util::cpu_engine(), const_cast<float*>(post.prelu_slopes)));
+  }
   dnnl_add_scratchpad(plan.scratch, ws, args);
   auto& stream = dnnl_util::thread_stream();
   plan.prim.execute(stream, args);

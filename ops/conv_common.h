@@ -160,9 +160,11 @@ size_t conv_ref_workspace_bytes(const ConvGeom& g);
 /// An element-wise activation applied by a fused op as its output is written: a oneDNN eltwise
 /// post-op, or fused_act_apply on the reference paths. Parsed from the hidden attributes the
 /// inference rewrite (graph/fuse.cc) sets: `__act_type__` (none, relu, leaky, elu, sigmoid, tanh,
-/// softrelu, clip) and `__act_alpha__` / `__act_beta__` (leaky/elu slope; clip's a_min, a_max).
+/// softrelu, clip, prelu) and `__act_alpha__` / `__act_beta__` (leaky/elu slope; clip's a_min,
+/// a_max). prelu (a learned slope per channel, or one shared) takes its slopes as an input and is
+/// a oneDNN prelu post-op; fused_act_apply does not handle it.
 struct FusedAct {
-  enum class Kind { kNone, kRelu, kLeaky, kElu, kSigmoid, kTanh, kSoftRelu, kClip };
+  enum class Kind { kNone, kRelu, kLeaky, kElu, kSigmoid, kTanh, kSoftRelu, kClip, kPRelu };
   Kind kind = Kind::kNone;
   float alpha = 0.0f, beta = 0.0f;
   bool none() const { return kind == Kind::kNone; }
@@ -176,11 +178,16 @@ FusedAct fused_act_from_attrs(const OpAttrs& attrs);
 void fused_act_apply(const FusedAct& act, float* y, int64_t n, int threads);
 
 /// The post-ops of a fused primitive: an optional sum with the destination's old contents, then
-/// the activation.
+/// the activation. A prelu activation reads its slopes from `prelu_slopes` (float32, one per
+/// output channel, or one for all when `prelu_shared`), set at execution.
 struct FusedPostOps {
   bool sum = false;
   FusedAct act;
-  std::string key() const { return (sum ? "|sum" : "") + act.key(); }
+  bool prelu_shared = false;
+  const float* prelu_slopes = nullptr;
+  std::string key() const {
+    return (sum ? "|sum" : "") + act.key() + (prelu_shared ? "|shared" : "");
+  }
 };
 
 #if WEFT_USE_ONEDNN

@@ -32,7 +32,8 @@ FusedAct fused_act_from_attrs(const OpAttrs& attrs) {
       {"none", FusedAct::Kind::kNone},         {"relu", FusedAct::Kind::kRelu},
       {"leaky", FusedAct::Kind::kLeaky},       {"elu", FusedAct::Kind::kElu},
       {"sigmoid", FusedAct::Kind::kSigmoid},   {"tanh", FusedAct::Kind::kTanh},
-      {"softrelu", FusedAct::Kind::kSoftRelu}, {"clip", FusedAct::Kind::kClip}};
+      {"softrelu", FusedAct::Kind::kSoftRelu}, {"clip", FusedAct::Kind::kClip},
+      {"prelu", FusedAct::Kind::kPRelu}};
   const std::string type = hidden(attrs, "__act_type__", "none");
   FusedAct a;
   bool found = false;
@@ -43,7 +44,7 @@ FusedAct fused_act_from_attrs(const OpAttrs& attrs) {
     }
   }
   WEFT_CHECK(found) << attrs.where() << ": unknown __act_type__ '" << type
-                    << "' (none, relu, leaky, elu, sigmoid, tanh, softrelu, clip)";
+                    << "' (none, relu, leaky, elu, sigmoid, tanh, softrelu, clip, prelu)";
   a.alpha = static_cast<float>(parse_float(hidden(attrs, "__act_alpha__", "0")));
   a.beta = static_cast<float>(parse_float(hidden(attrs, "__act_beta__", "0")));
   return a;
@@ -57,6 +58,7 @@ void fused_act_apply(const FusedAct& act, float* y, int64_t n, int threads) {
       const float v = y[i];
       switch (act.kind) {
         case FusedAct::Kind::kNone:
+        case FusedAct::Kind::kPRelu:  // needs its slopes: prelu_apply
           break;
         case FusedAct::Kind::kRelu:
           y[i] = v > 0.0f ? v : 0.0f;
@@ -114,6 +116,9 @@ dnnl::post_ops fused_post_ops(const FusedPostOps& post) {
     case FusedAct::Kind::kClip:
       ops.append_eltwise(1.0f, algorithm::eltwise_clip, al, be);
       break;
+    case FusedAct::Kind::kPRelu:
+      ops.append_prelu(post.prelu_shared ? 0 : 1 << 1);  // per channel: dim 1 of the output
+      break;
   }
   return ops;
 }
@@ -140,17 +145,19 @@ namespace {
 //     output, which holds the addend (in place when the planner lets the output take the addend's
 //     memory, a copy otherwise). __sum_broadcast__ (from broadcast_add): the shapes may differ and
 //     the add broadcasts them (NumPy rules) in a second pass.
-//   __act_type__ / __act_alpha__ / __act_beta__: the activation applied last (FusedAct).
-// Inputs: data, weight, [bias], [gamma, beta, moving_mean, moving_var], [addend].
+//   __act_type__ / __act_alpha__ / __act_beta__: the activation applied last (FusedAct); prelu
+//     takes its slopes as a last input, `act_gamma` ((C,) or (1,), as LeakyReLU's gamma).
+// Inputs: data, weight, [bias], [gamma, beta, moving_mean, moving_var], [addend], [act_gamma].
 
 std::atomic<uint64_t> g_fused_weight_ids{uint64_t{1} << 62};  // disjoint from storage ids
 
 struct FusedInputs {
   int nconv = 2;
-  bool bn = true, sum = false, broadcast = false;
+  bool bn = true, sum = false, broadcast = false, prelu = false;
   int bn0() const { return nconv; }
   int addend() const { return nconv + (bn ? 4 : 0); }
-  int total() const { return addend() + (sum ? 1 : 0); }
+  int slopes() const { return addend() + (sum ? 1 : 0); }  // prelu's
+  int total() const { return slopes() + (prelu ? 1 : 0); }
 };
 
 FusedInputs fused_inputs(const OpAttrs& a) {
@@ -159,6 +166,7 @@ FusedInputs fused_inputs(const OpAttrs& a) {
   f.bn = parse_bool(hidden(a, "__with_bn__", "True"));
   f.sum = parse_bool(hidden(a, "__with_sum__", "False"));
   f.broadcast = f.sum && parse_bool(hidden(a, "__sum_broadcast__", "False"));
+  f.prelu = hidden(a, "__act_type__", "none") == "prelu";
   return f;
 }
 
@@ -183,6 +191,7 @@ std::vector<std::string> fused_input_names(const OpAttrs& a) {
     for (const char* s : {"gamma", "beta", "moving_mean", "moving_var"}) n.push_back(s);
   }
   if (f.sum) n.push_back("addend");
+  if (f.prelu) n.push_back("act_gamma");
   return n;
 }
 
@@ -194,10 +203,14 @@ bool fused_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
     assign_output_shape(attrs, conv_out, 0, in[f.addend()]);
   conv_infer_shape(attrs, conv_in, conv_out);
   std::copy(conv_in.begin(), conv_in.end(), in.begin());
+  const Shape c{attrs.params<ConvolutionParam>().num_filter};
   if (f.bn) {
-    const Shape c{attrs.params<ConvolutionParam>().num_filter};
     for (int i = f.bn0(); i < f.bn0() + 4; ++i) assign_input_shape(attrs, in, i, c);
   }
+  // PReLU's slopes: one per channel, or one shared (1,).
+  const Shape& slopes = f.prelu ? in[f.slopes()] : c;
+  if (f.prelu && !(slopes.rank_known() && slopes.ndim() == 1 && slopes[0] == 1))
+    assign_input_shape(attrs, in, f.slopes(), c);
   if (!f.broadcast) {
     assign_output_shape(attrs, out, 0, conv_out[0]);
     if (f.sum) assign_input_shape(attrs, in, f.addend(), out[0]);
@@ -235,6 +248,7 @@ std::vector<ResourceRequest> fused_resources(const OpAttrs& attrs, const std::ve
   FusedPostOps post;
   post.sum = f.sum && !f.broadcast;
   if (!f.broadcast) post.act = fused_act_from_attrs(attrs);
+  post.prelu_shared = f.prelu && in[f.slopes()].size() == 1;
   bytes = std::max(bytes, dnnl_conv_workspace(g, f.bn || !p.no_bias, false, post));
 #endif
   // A broadcast sum first computes the convolution into the workspace.
@@ -296,6 +310,17 @@ void fold_batch_norm(FusedConvState& s, const OpContext& ctx, std::span<const Te
   ++s.version;
 }
 
+// y = prelu(y) with the slopes of `post` along dim 1 of y.
+void prelu_apply(const FusedPostOps& post, const TensorView& y) {
+  const Shape s = y.shape_of();
+  const int64_t channels = s[1], inner = s.size() / (s[0] * s[1]);
+  float* p = y.ptr<float>();
+  for (int64_t i = 0, n = y.size(); i < n; ++i) {
+    const float slope = post.prelu_slopes[post.prelu_shared ? 0 : (i / inner) % channels];
+    p[i] = p[i] > 0.0f ? p[i] : slope * p[i];
+  }
+}
+
 // y = post(conv(x)): the oneDNN primitive with post-ops, or the reference loops.
 void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, const TensorView& x,
               const TensorView& w, const TensorView* bias, const TensorView& y,
@@ -310,6 +335,7 @@ void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, 
                           y.ptr<float>(), post.sum, static_cast<float*>(ctx.workspace),
                           ctx.num_threads);
   fused_act_apply(post.act, y.ptr<float>(), y.size(), ctx.num_threads);
+  if (post.act.kind == FusedAct::Kind::kPRelu) prelu_apply(post, y);
 }
 
 void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in,
@@ -335,6 +361,10 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   const TensorView& y = out[0];
   if (!s.io.broadcast) {
     FusedPostOps post{s.io.sum, s.act};
+    if (s.io.prelu) {
+      post.prelu_slopes = in[s.io.slopes()].ptr<float>();
+      post.prelu_shared = in[s.io.slopes()].size() == 1;
+    }
     if (post.sum) {
       const TensorView& a = in[s.io.addend()];
       // The sum post-op adds to what the output holds: the addend (unless it is there in place).
@@ -364,6 +394,10 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
     for (int64_t i = 0; i < inner; ++i) yp[yo + i] = tmp[lo + i * ls] + ap[ro + i * rs];
   });
   fused_act_apply(s.act, yp, y.size(), ctx.num_threads);
+  if (s.io.prelu) {
+    FusedPostOps post{false, s.act, in[s.io.slopes()].size() == 1, in[s.io.slopes()].ptr<float>()};
+    prelu_apply(post, y);
+  }
 }
 
 }  // namespace
@@ -374,9 +408,10 @@ void register_fused_conv_ops(OpRegistry& r) {
           "Convolution followed by an optional inference BatchNorm (folded into weight and bias), "
           "an optional elementwise add of another tensor (a oneDNN sum post-op) and an optional "
           "activation post-op. Made by the executor's inference rewrite; inputs data, weight, "
-          "[bias], [gamma, beta, moving_mean, moving_var], [addend]; hidden attrs __with_bn__, "
-          "__bn_eps__, __bn_fix_gamma__, __with_sum__, __sum_broadcast__, __act_type__ (none, "
-          "relu, leaky, elu, sigmoid, tanh, softrelu, clip), __act_alpha__, __act_beta__.")
+          "[bias], [gamma, beta, moving_mean, moving_var], [addend], [act_gamma]; hidden attrs "
+          "__with_bn__, __bn_eps__, __bn_fix_gamma__, __with_sum__, __sum_broadcast__, "
+          "__act_type__ (none, relu, leaky, elu, sigmoid, tanh, softrelu, clip, prelu: slopes "
+          "act_gamma), __act_alpha__, __act_beta__.")
       .set_params<ConvolutionParam>()
       .set_attr<FNumInputs>(fused_num_inputs)
       .set_attr<FListInputNames>(fused_input_names)

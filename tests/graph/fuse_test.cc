@@ -200,6 +200,22 @@ TEST(Fuse, EveryActivationKindMatches) {
   EXPECT_EQ(expect_fused_matches(s, kData).fused_nodes, 0);
 }
 
+TEST(Fuse, PReluBecomesAPostOpWithItsSlopes) {
+  // MobileFaceNet: conv → BN → PReLU (slopes per channel), and a residual add before one; a
+  // shared slope (1,) too.
+  Symbol data = Variable("data");
+  Symbol a = Symbol::op("LeakyReLU", {conv_bn(data, "c1", 8)}, {{"act_type", "prelu"}}, "p1");
+  Symbol b = Symbol::op("LeakyReLU", {elemwise_add(conv_bn(a, "c2", 8), data)},
+                        {{"act_type", "prelu"}}, "p2");
+  Symbol shared = Variable("p3_gamma", {{"__shape__", "(1,)"}});
+  Symbol c = Symbol::op("LeakyReLU", {conv(b, "c3", 8, 1), shared}, {{"act_type", "prelu"}}, "p3");
+  std::map<std::string, int> ops;
+  const FuseStats st = expect_fused_matches(c, kData, &ops);
+  EXPECT_EQ(st.conv_act, 3);
+  EXPECT_EQ(st.conv_sum, 1);
+  EXPECT_EQ(ops.count("LeakyReLU"), 0u);
+}
+
 TEST(Fuse, FullyConnectedFusesItsActivation) {
   Symbol x = FullyConnected(Variable("data"), "fc1", 32);
   x = FullyConnected(Activation(x, "r1", "relu"), "fc2", 16, /*no_bias=*/true);
