@@ -8,8 +8,9 @@
 # (weft_memory_bench through bench/memory/run_memory.sh: the allocators against malloc and
 # oneTBB's scalable_malloc), ops (weft_ops_bench: operators against libtorch), planner
 # (weft_planner_bench: memory plans of every model in ../shared/models against MXNet-style block
-# sharing), replay (bench/replay/run.sh: `weft replay` against PyTorch running the same graph with
-# the same weights), ffi (weft_ffi_bench: foreign C operations pushed through the C ABI against
+# sharing), replay (bench/replay/run.sh: `weft replay` against MXNet 1.9.1 and PyTorch running the
+# same graph with the same weights, every MXNet model of ../shared/models; --contended runs each
+# beside a busy process), ffi (weft_ffi_bench: foreign C operations pushed through the C ABI against
 # native C++ pushes on the same engine, and DLPack round trips; then weft_ffi_so_bench, the same
 # C calls through libweft_c.so), python (bench/python/py_bench.py: weft's Python package against
 # PyTorch in the same process and MXNet 1.9.1 in a subprocess; see below), train
@@ -32,6 +33,8 @@
 # It installs the peer's Debian packages when missing (python3-torch; libopenblas0-pthread, without
 # which PyTorch's matrix products run on the reference BLAS).
 #
+# WEFT_BENCH_BUILD_DIR overrides the build tree (default <repo>/build-bench). A tree that lacks the
+# suite's target (configured before the peer was installed) is configured again.
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
 # (default: nproc, at most 2).
@@ -71,7 +74,8 @@ case "${suite}" in
     ;;
   replay)
     target=weft_cli
-    # Debian's python3-torch lives in /usr/bin/python3's dist-packages (a python3 earlier on PATH,
+    # MXNet, the other peer, lives in a venv that bench/replay/run.sh creates when missing
+    # (tests/mxnet/setup_venv.sh). Debian's python3-torch lives in /usr/bin/python3's dist-packages (a python3 earlier on PATH,
     # e.g. pyenv's, does not see it).
     if ! /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
       echo "bench replay: installing the peer (python3-torch)" >&2
@@ -140,7 +144,7 @@ case "${suite}" in
 esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${repo}/build-bench"
+build="${WEFT_BENCH_BUILD_DIR:-${repo}/build-bench}"
 
 # oneTBB is the peer every engine comparison runs against; bench/CMakeLists.txt requires it.
 tbb_missing_message() {
@@ -148,10 +152,8 @@ tbb_missing_message() {
   echo "       (or point CMake at it: WEFT_BENCH_CMAKE_ARGS=-DTBB_DIR=<prefix>/lib/cmake/TBB)" >&2
 }
 
-# Configure when there is no tree yet, or the tree is not a Release build with the benchmarks on.
 cache="${build}/CMakeCache.txt"
-if [[ ! -f "${cache}" ]] || ! grep -q '^WEFT_BUILD_BENCH:BOOL=ON$' "${cache}" ||
-   ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "${cache}"; then
+configure() {
   generator=()
   if [[ ! -f "${cache}" ]]; then
     if command -v ninja >/dev/null 2>&1; then
@@ -173,6 +175,41 @@ if [[ ! -f "${cache}" ]] || ! grep -q '^WEFT_BUILD_BENCH:BOOL=ON$' "${cache}" ||
     exit 1
   fi
   cat "${configure_log}" >&2
+}
+
+# The suite's targets the tree does not define (CMake's `help` target lists them, with any
+# generator: "NAME: phony" for Ninja, "... NAME" for Makefiles).
+missing_targets() {
+  local known
+  known="$(cmake --build "${build}" --target help 2>/dev/null)" || true
+  for t in ${target}; do
+    grep -qE "^(\.\.\. )?${t}(:| |\$)" <<<"${known}" || printf '%s ' "${t}"
+  done
+}
+
+# Configure when there is no tree yet, or the tree is not a Release build with the benchmarks on.
+if [[ ! -f "${cache}" ]] || ! grep -q '^WEFT_BUILD_BENCH:BOOL=ON$' "${cache}" ||
+   ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "${cache}"; then
+  configure
+fi
+# A target the tree does not know: it was configured before the suite's peer was installed
+# (bench/ops defines weft_ops_bench only when CMake finds libtorch, and a tree configured without
+# it is not configured again by the build). Configuring again searches for the peer again (a
+# package CMake did not find is cached as NOTFOUND, which every configure retries).
+missing="$(missing_targets)"
+if [[ -n "${missing}" ]]; then
+  echo "bench ${suite}: the tree ${build} has no target ${missing% }; configuring again" >&2
+  configure
+  missing="$(missing_targets)"
+  if [[ -n "${missing}" ]]; then
+    echo "error: ${build} still has no target ${missing% } after configuring again" \
+         "(see ${build}/configure.log)" >&2
+    if [[ "${suite}" == ops ]]; then
+      echo "       CMake does not find libtorch: apt-get install libtorch-dev, or" \
+           "WEFT_BENCH_CMAKE_ARGS=-DTorch_DIR=<the folder of TorchConfig.cmake>" >&2
+    fi
+    exit 1
+  fi
 fi
 
 nproc_count="$(nproc 2>/dev/null || echo 2)"

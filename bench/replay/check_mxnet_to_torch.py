@@ -487,6 +487,12 @@ def small_ops():
     y = run(_one_op_graph("UpSampling", {"scale": "4", "sample_type": "nearest", "num_args": "2",
                                          "multi_input_mode": "sum"}, n_vars=2), ["v0", "v1"], a, b)[0].double().numpy()
     expect(np.allclose(y, ref_a + ref_b, atol=1e-5), "UpSampling sum")
+    # Traced (sizes are tensors while tracing; RetinaFace's FPN goes through this path).
+    up = m2t.MXNetGraphModule(_one_op_graph("UpSampling", {"scale": "4", "sample_type": "nearest", "num_args": "2"},
+                                            n_vars=2), {}, ["v0", "v1"]).eval()
+    fn, xs = torch_replay.prepare(up, tuple(torch.from_numpy(np.asarray(t, np.float32)) for t in (a, b)), "trace", False)
+    y = fn(*xs)[0].double().numpy()
+    expect(np.allclose(y, np.concatenate([ref_a, ref_b], 1), atol=1e-6), "UpSampling concat, traced")
     big = rng.standard_normal((1, 2, 9, 10))
     y = run(_one_op_graph("Crop", {"num_args": "2", "center_crop": "True"}, n_vars=2), ["v0", "v1"], big, a)[0].numpy()
     expect(np.allclose(y, big[:, :, 3:6, 3:6], atol=1e-6), "Crop center")

@@ -1016,12 +1016,14 @@ def _k_upsampling(node, a):
         return bilinear
 
     def nearest(ins):
-        h0, w0 = ins[0].shape[2] * scale, ins[0].shape[3] * scale
+        # Python ints: under torch.jit.trace sizes are tensors, which interpolate's scale_factor
+        # does not take (the trace is specialised to the input shapes anyway).
+        h0, w0 = int(ins[0].shape[2]) * scale, int(ins[0].shape[3]) * scale
         outs = []
         for x in ins:
-            if h0 % x.shape[2] or w0 % x.shape[3]:
+            if h0 % int(x.shape[2]) or w0 % int(x.shape[3]):
                 raise GraphError(f"node {node.nid} '{node.name}': input {tuple(x.shape)} does not upsample to {h0}x{w0}")
-            f = h0 // x.shape[2]
+            f = h0 // int(x.shape[2])
             outs.append(x if f == 1 else F.interpolate(x, scale_factor=f, mode="nearest"))
         if len(outs) == 1:
             return outs
