@@ -335,6 +335,10 @@ size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, const Fu
                   : conv_fwd_plan(g, bias, post).workspace_bytes();
 }
 
+bool dnnl_conv_dst_plain(const ConvGeom& g, bool bias, const FusedPostOps& post) {
+  return dnnl_conv_supported(g) && !conv_fwd_plan(g, bias, post).dst.needed;
+}
+
 bool dnnl_conv_supported(const ConvGeom& g) {
   return g.batch > 0 && g.in_c > 0 && g.out_c > 0 && g.in_size() > 0 && g.out_size() > 0;
 }

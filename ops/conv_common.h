@@ -488,6 +488,8 @@ dnnl::primitive_attr user_scratchpad_attr();
 // dnnl_conv_workspace bytes) and returns when done.
 /// Whether the oneDNN path handles this geometry (non-empty tensors).
 bool dnnl_conv_supported(const ConvGeom& g);
+/// Whether the forward primitive writes the plain layout itself (no reorder of its output).
+bool dnnl_conv_dst_plain(const ConvGeom& g, bool bias, const FusedPostOps& post);
 /// Workspace bytes of the forward (backward = false) or backward primitives; 0 when unsupported.
 size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward,
                            const FusedPostOps& post = {});

@@ -246,13 +246,15 @@ std::vector<ResourceRequest> fused_resources(const OpAttrs& attrs, const std::ve
   size_t bytes = conv_ref_workspace_bytes(g);
 #if WEFT_USE_ONEDNN
   FusedPostOps post;
-  post.sum = f.sum && !f.broadcast;
-  if (!f.broadcast) post.act = fused_act_from_attrs(attrs);
-  post.prelu_shared = f.prelu && in[f.slopes()].size() == 1;
+  post.sum = f.sum;
+  post.act = fused_act_from_attrs(attrs);
+  if (f.prelu) post.act = FusedAct{};  // a pass of its own (run_conv)
   bytes = std::max(bytes, dnnl_conv_workspace(g, f.bn || !p.no_bias, false, post));
+  if (f.sum) bytes = std::max(bytes, dnnl_conv_workspace(g, f.bn || !p.no_bias, false));
 #endif
-  // A broadcast sum first computes the convolution into the workspace.
-  if (f.broadcast) bytes += align64(static_cast<size_t>(cshape.size()) * sizeof(float));
+  // A broadcast sum first computes the convolution into the workspace; so may a plain one (Note
+  // [Sum post-op and plain outputs]).
+  if (f.sum) bytes += align64(static_cast<size_t>(cshape.size()) * sizeof(float));
   return {{ResourceRequest::Kind::kWorkspace, bytes}};
 }
 
@@ -310,24 +312,32 @@ void fold_batch_norm(FusedConvState& s, const OpContext& ctx, std::span<const Te
   ++s.version;
 }
 
-// y = prelu(y) with the slopes of `post` along dim 1 of y.
-void prelu_apply(const FusedPostOps& post, const TensorView& y) {
+// y = prelu(y) with the slopes of `post` along dim 1 of y, one (n, c) plane at a time.
+void prelu_apply(const FusedPostOps& post, const TensorView& y, int threads) {
   const Shape s = y.shape_of();
   const int64_t channels = s[1], inner = s.size() / (s[0] * s[1]);
   float* p = y.ptr<float>();
-  for (int64_t i = 0, n = y.size(); i < n; ++i) {
-    const float slope = post.prelu_slopes[post.prelu_shared ? 0 : (i / inner) % channels];
-    p[i] = p[i] > 0.0f ? p[i] : slope * p[i];
-  }
+  parallel_for(s[0] * channels, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)), threads,
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const float slope = post.prelu_slopes[post.prelu_shared ? 0 : r % channels];
+                   float* q = p + r * inner;
+                   for (int64_t i = 0; i < inner; ++i) q[i] = q[i] > 0.0f ? q[i] : slope * q[i];
+                 }
+               });
 }
 
 // y = post(conv(x)): the oneDNN primitive with post-ops, or the reference loops.
 void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, const TensorView& x,
               const TensorView& w, const TensorView* bias, const TensorView& y,
               const FusedPostOps& post) {
+  // oneDNN 2.6 runs a convolution with a prelu post-op on its reference kernel (tens of times
+  // slower): prelu is a pass of its own over the output.
+  const bool prelu = post.act.kind == FusedAct::Kind::kPRelu;
 #if WEFT_USE_ONEDNN
   if (dnnl_conv_supported(g)) {
-    dnnl_conv_forward(g, ctx, x, w, 1, bias, y, post);
+    dnnl_conv_forward(g, ctx, x, w, 1, bias, y, prelu ? FusedPostOps{post.sum, FusedAct{}} : post);
+    if (prelu) prelu_apply(post, y, ctx.num_threads);
     return;
   }
 #endif
@@ -335,8 +345,53 @@ void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, 
                           y.ptr<float>(), post.sum, static_cast<float*>(ctx.workspace),
                           ctx.num_threads);
   fused_act_apply(post.act, y.ptr<float>(), y.size(), ctx.num_threads);
-  if (post.act.kind == FusedAct::Kind::kPRelu) prelu_apply(post, y);
+  if (prelu) prelu_apply(post, y, ctx.num_threads);
 }
+
+#if WEFT_USE_ONEDNN
+// Note [Sum post-op and plain outputs]
+// oneDNN's sum post-op adds into the primitive's own destination. When that destination is a
+// blocked copy in the workspace (the primitive chose a blocked format and the output is plain),
+// the addend would first be reordered into it: one more pass and one more primitive call, which
+// measured slower than adding afterwards. There the convolution runs without post-ops and one
+// pass adds the addend (and applies the activation). The convolution writes into the workspace
+// when the output holds the addend in place.
+bool sum_as_pass(const FusedConvState& s, const OpContext& ctx, std::span<const TensorView> in,
+                 const TensorView& y, const TensorView& w, const TensorView* bias) {
+  const ConvGeom g = conv_geom(s.p, in[0].shape_of(), y.shape_of());
+  FusedPostOps post{true, s.act};
+  if (s.io.prelu) post.act = FusedAct{};
+  if (!dnnl_conv_supported(g) || dnnl_conv_dst_plain(g, bias != nullptr, post)) return false;
+  const TensorView& a = in[s.io.addend()];
+  const int64_t n = y.size();
+  OpContext c = ctx;
+  TensorView t = y;
+  if (a.raw() == y.raw()) {
+    const size_t bytes = align64(static_cast<size_t>(n) * sizeof(float));
+    WEFT_ICHECK(ctx.workspace_bytes >= bytes) << "_fused_conv_bn_act: workspace too small";
+    t = TensorView(ctx.workspace, y.device, DType::kFloat32, y.shape_of());
+    c.workspace = static_cast<char*>(ctx.workspace) + bytes;
+    c.workspace_bytes = ctx.workspace_bytes - bytes;
+  }
+  dnnl_conv_forward(g, c, in[0], w, 1, bias, t, FusedPostOps{});
+  const float* tp = t.ptr<float>();
+  const float* ap = a.ptr<float>();
+  float* yp = y.ptr<float>();
+  parallel_for(n, 16384, ctx.num_threads, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) yp[i] = tp[i] + ap[i];
+    if (s.act.kind == FusedAct::Kind::kRelu) {
+      for (int64_t i = i0; i < i1; ++i) yp[i] = yp[i] > 0.0f ? yp[i] : 0.0f;
+    }
+  });
+  if (s.act.kind != FusedAct::Kind::kRelu) fused_act_apply(s.act, yp, n, ctx.num_threads);
+  if (s.io.prelu) {
+    prelu_apply(
+        FusedPostOps{false, s.act, in[s.io.slopes()].size() == 1, in[s.io.slopes()].ptr<float>()},
+        y, ctx.num_threads);
+  }
+  return true;
+}
+#endif
 
 void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -359,7 +414,12 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   }
   const TensorView* bias = bv ? &*bv : nullptr;
   const TensorView& y = out[0];
-  if (!s.io.broadcast) {
+#if WEFT_USE_ONEDNN
+  if (s.io.sum && !s.io.broadcast && sum_as_pass(s, c, in, y, wv, bias)) return;
+#endif
+  // A broadcast_add whose shapes all agree at run time is a plain sum.
+  if (!s.io.broadcast || (in[s.io.addend()].shape_of() == y.shape_of() &&
+                          conv_output_shape(s.p, in[0].shape_of()) == y.shape_of())) {
     FusedPostOps post{s.io.sum, s.act};
     if (s.io.prelu) {
       post.prelu_slopes = in[s.io.slopes()].ptr<float>();
@@ -396,7 +456,7 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   fused_act_apply(s.act, yp, y.size(), ctx.num_threads);
   if (s.io.prelu) {
     FusedPostOps post{false, s.act, in[s.io.slopes()].size() == 1, in[s.io.slopes()].ptr<float>()};
-    prelu_apply(post, y);
+    prelu_apply(post, y, ctx.num_threads);
   }
 }
 

@@ -144,6 +144,15 @@ TEST(Fuse, SumTakesTheAddendsMemoryInPlace) {
   expect_fused_matches(out, kData);
 }
 
+TEST(Fuse, SumWithOneOutputChannel) {
+  // One output channel: the primitive writes the plain layout itself, so the sum is its post-op
+  // (Note [Sum post-op and plain outputs] in ops/conv_fused.cc), in place and copied.
+  Symbol x = Activation(conv(Variable("data"), "c0", 1), "r0", "relu");
+  Symbol y = Activation(elemwise_add(conv_bn(x, "c1", 1), x), "r1", "relu");
+  Symbol z = elemwise_add(conv_bn(y, "c2", 1), Variable("other", {{"__shape__", "(2, 1, 9, 9)"}}));
+  EXPECT_EQ(expect_fused_matches(times(z, 2.0), kData).conv_sum, 2);
+}
+
 TEST(Fuse, DownsampleBlockFusesOneBranchIntoTheOther) {
   Symbol data = Variable("data");
   Symbol a = conv_bn(Activation(conv_bn(data, "a1", 16, 3, 2), "ar", "relu"), "a2", 16);
@@ -235,10 +244,12 @@ TEST(Fuse, BroadcastAddKeepsBroadcasting) {
   // ...and the convolution's output (N, 8, 1, 1) broadcasts to the addend's shape.
   Symbol pooled = Pooling(data, "gp", {1, 1}, "avg", {}, {}, /*global_pool=*/true);
   Symbol b = broadcast_add(conv(pooled, "c2", 8, 1), Activation(data, "r", "relu"));
+  // ...and equal shapes (MobileNetV2's residual adds): the sum post-op.
+  Symbol c = broadcast_add(conv_bn(data, "c3", 8), Activation(data, "r3", "relu"));
   std::map<std::string, int> ops;
   const FuseStats st = expect_fused_matches(
-      Symbol::group({Activation(a, "ra", "relu"), Activation(b, "rb", "tanh")}), kData, &ops);
-  EXPECT_EQ(st.conv_sum, 2);
+      Symbol::group({Activation(a, "ra", "relu"), Activation(b, "rb", "tanh"), c}), kData, &ops);
+  EXPECT_EQ(st.conv_sum, 3);
   EXPECT_EQ(ops.count("broadcast_add"), 0u);
 }
 
