@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/layout_ops.h"
 
 namespace weft::detail {
 namespace {
@@ -165,28 +166,36 @@ struct ConvFwdPlan {
   size_t workspace_bytes() const { return src.bytes() + dst.bytes() + align64(scratch.get_size()); }
 };
 
-const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOps& post) {
+// The forward plan; `src_layout` / `dst_layout` (when given) are the formats the data is in and
+// the output must be written in (Note [Layout propagation]): the primitive is made for them, so
+// they need no conversion. Otherwise the primitive picks its formats and the plan converts.
+const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOps& post,
+                                 const memory::desc* src_layout = nullptr,
+                                 const memory::desc* dst_layout = nullptr) {
   const ConvDims d = conv_dims(g);
-  const std::string key = "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + post.key();
+  std::string key = "Convolution.fwd|" + d.key + (bias ? "|b" : "|nb") + post.key();
+  if (src_layout) key += "|x:" + dnnl_util::desc_key(*src_layout);
+  if (dst_layout) key += "|y:" + dnnl_util::desc_key(*dst_layout);
   return dnnl_util::cached<ConvFwdPlan>(key, [&] {
     using namespace dnnl;
     ConvFwdPlan plan;
     plan.key = key;
     plan.wei_dims = d.wei;
     plan.bias_plain = f32_plain(d.bias);
+    const memory::desc src = src_layout ? *src_layout : any_desc(d.src);
+    const memory::desc dst = dst_layout ? *dst_layout : any_desc(d.dst);
     auto desc =
-        bias
-            ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                        any_desc(d.src), any_desc(d.wei), plan.bias_plain,
-                                        any_desc(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r)
-            : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                        any_desc(d.src), any_desc(d.wei), any_desc(d.dst),
-                                        d.strides, d.dilates, d.pad_l, d.pad_r);
+        bias ? convolution_forward::desc(
+                   prop_kind::forward_inference, algorithm::convolution_direct, src,
+                   any_desc(d.wei), plan.bias_plain, dst, d.strides, d.dilates, d.pad_l, d.pad_r)
+             : convolution_forward::desc(prop_kind::forward_inference,
+                                         algorithm::convolution_direct, src, any_desc(d.wei), dst,
+                                         d.strides, d.dilates, d.pad_l, d.pad_r);
     // The sum and the activation apply to the output as it is written: no second pass.
     convolution_forward::primitive_desc pd(desc, fused_post_op_attr(post), dnnl_util::cpu_engine());
     plan.prim = convolution_forward(pd);
-    plan.src = make_reformat(f32_plain(d.src), pd.src_desc());
-    plan.dst = make_reformat(f32_plain(d.dst), pd.dst_desc());
+    plan.src = make_reformat(src_layout ? *src_layout : f32_plain(d.src), pd.src_desc());
+    plan.dst = make_reformat(dst_layout ? *dst_layout : f32_plain(d.dst), pd.dst_desc());
     plan.weights_want = pd.weights_desc();
     plan.scratch = pd.scratchpad_desc();
     return plan;
@@ -198,7 +207,9 @@ const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOp
 void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
                        const TensorView& w, int w_index, const TensorView* bias,
                        const TensorView& y, const FusedPostOps& post) {
-  const ConvFwdPlan& plan = conv_fwd_plan(g, bias != nullptr, post);
+  const ConvFwdPlan& plan =
+      conv_fwd_plan(g, bias != nullptr, post, dnnl_util::desc_of(ctx.input_layout(0)),
+                    dnnl_util::desc_of(ctx.output_layout(0)));
   dnnl_util::ScopedThreads threads(ctx.num_threads);
   WorkspaceCursor ws(ctx.workspace, ctx.workspace_bytes);
   WeightView wv(w, plan.wei_dims);
@@ -329,6 +340,13 @@ void dnnl_conv_backward_weights(const ConvGeom& g, const OpContext& ctx, const T
   stream.wait();
 }
 
+void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, LayoutRef* src,
+                       LayoutRef* dst) {
+  const ConvFwdPlan& plan = conv_fwd_plan(g, bias, post);
+  *src = dnnl_util::make_layout(plan.src.want);
+  *dst = dnnl_util::make_layout(plan.dst.want);
+}
+
 size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, const FusedPostOps& post) {
   if (!dnnl_conv_supported(g)) return 0;
   return backward ? conv_bwd_plan(g, bias).workspace_bytes()
@@ -360,6 +378,25 @@ std::vector<ResourceRequest> conv_resources(const OpAttrs& attrs, const std::vec
   return {{ResourceRequest::Kind::kWorkspace, bytes}};
 }
 
+#if WEFT_USE_ONEDNN
+bool conv_channel_first(const ConvolutionParam& p) {
+  using L = SpatialLayout;
+  return !p.layout || *p.layout == L::kNCW || *p.layout == L::kNCHW || *p.layout == L::kNCDHW;
+}
+
+// Float32 convolutions on oneDNN read and write the formats their primitive prefers.
+bool conv_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<LayoutRef>& in,
+                       std::vector<LayoutRef>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  if (q.in_types[0] != DType::kFloat32 || !conv_channel_first(p)) return false;
+  const ConvGeom g = conv_geom(p, q.in_shapes[0], q.out_shapes[0]);
+  if (!dnnl_conv_supported(g)) return false;
+  in.assign(in.size(), nullptr);
+  dnnl_conv_layouts(g, !p.no_bias, FusedPostOps{}, &in[0], &out[0]);
+  return true;
+}
+#endif
+
 void conv_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
@@ -372,6 +409,8 @@ void conv_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
     dnnl_conv_forward(g, ctx, in[0], in[1], 1, p.no_bias ? nullptr : &in[2], out[0]);
     return;
   }
+  WEFT_ICHECK(!has_layouts(ctx, in.size(), out.size()))
+      << attrs.where() << ": no kernel for this call's layouts";
 #endif
   WEFT_ICHECK(ctx.workspace_bytes >= conv_ref_workspace_bytes(g))
       << attrs.where() << ": workspace too small";
@@ -457,6 +496,9 @@ void register_convolution_ops(OpRegistry& r) {
       .set_attr<FInferShape>(conv_infer_shape)
       .set_attr<FResourceRequest>(conv_resources)
       .set_attr<FCompute>(DeviceType::kCPU, conv_forward)
+#if WEFT_USE_ONEDNN
+      .set_attr<FInferLayout>(conv_infer_layout)
+#endif
       .set_attr<FGradient>([](GradBuilder& b) {
         const bool bias = !b.attrs().params<ConvolutionParam>().no_bias;
         auto g = b.emit_with_forward_attrs("_backward_Convolution",

@@ -498,6 +498,10 @@ size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward,
 void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView& x,
                        const TensorView& w, int w_index, const TensorView* bias,
                        const TensorView& y, const FusedPostOps& post = {});
+/// The formats the forward primitive for `g` prefers for its source and destination, as layouts
+/// (null when plain or placed like plain): what FInferLayout of the convolution ops announces.
+void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, LayoutRef* src,
+                       LayoutRef* dst);
 void dnnl_conv_backward_data(const ConvGeom& g, const OpContext& ctx, const TensorView& dy,
                              const TensorView& w, int w_index, const TensorView& dx);
 /// Weight (and bias, when db is given) gradients.

@@ -9,6 +9,7 @@
 
 #include "ops/conv_common.h"
 #include "ops/elemwise_kernels.h"
+#include "ops/layout_ops.h"
 
 namespace weft::detail {
 
@@ -340,6 +341,8 @@ void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, 
     if (prelu) prelu_apply(post, y, ctx.num_threads);
     return;
   }
+  WEFT_ICHECK(!ctx.input_layout(0) && !ctx.output_layout(0))
+      << "_fused_conv_bn_act: no kernel for this call's layouts";
 #endif
   conv_forward_ref<float>(g, x.ptr<float>(), w.ptr<float>(), bias ? bias->ptr<float>() : nullptr,
                           y.ptr<float>(), post.sum, static_cast<float*>(ctx.workspace),
@@ -358,6 +361,8 @@ void run_conv(const FusedConvState& s, const ConvGeom& g, const OpContext& ctx, 
 // when the output holds the addend in place.
 bool sum_as_pass(const FusedConvState& s, const OpContext& ctx, std::span<const TensorView> in,
                  const TensorView& y, const TensorView& w, const TensorView* bias) {
+  // An output in the primitive's own format (Note [Layout propagation]) takes the sum post-op.
+  if (ctx.output_layout(0)) return false;
   const ConvGeom g = conv_geom(s.p, in[0].shape_of(), y.shape_of());
   FusedPostOps post{true, s.act};
   if (s.io.prelu) post.act = FusedAct{};
@@ -428,7 +433,10 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
     if (post.sum) {
       const TensorView& a = in[s.io.addend()];
       // The sum post-op adds to what the output holds: the addend (unless it is there in place).
-      if (a.raw() != y.raw()) std::memcpy(y.raw(), a.raw(), static_cast<size_t>(y.size()) * 4);
+      // Both are in the output's layout (Note [Layout propagation]): a copy of its bytes.
+      const MemoryLayout* l = ctx.output_layout(0);
+      const size_t bytes = l ? l->bytes() : static_cast<size_t>(y.size()) * 4;
+      if (a.raw() != y.raw()) std::memcpy(y.raw(), a.raw(), bytes);
     }
     run_conv(s, conv_geom(s.p, in[0].shape_of(), y.shape_of()), c, in[0], wv, bias, y, post);
     return;
@@ -460,6 +468,31 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   }
 }
 
+#if WEFT_USE_ONEDNN
+// The convolution's preferred formats for the data and the output; the addend of a sum is read in
+// the output's format. Plain for a sum that broadcasts and for prelu (its pass works on plain
+// data).
+bool fused_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<LayoutRef>& in,
+                        std::vector<LayoutRef>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const FusedInputs f = fused_inputs(attrs);
+  if (f.prelu || q.in_types[0] != DType::kFloat32) return false;
+  if (p.layout && *p.layout != SpatialLayout::kNCW && *p.layout != SpatialLayout::kNCHW &&
+      *p.layout != SpatialLayout::kNCDHW)
+    return false;
+  if (f.broadcast && (q.in_shapes[f.addend()] != q.out_shapes[0] ||
+                      conv_output_shape(p, q.in_shapes[0]) != q.out_shapes[0]))
+    return false;
+  const ConvGeom g = conv_geom(p, q.in_shapes[0], q.out_shapes[0]);
+  if (!dnnl_conv_supported(g)) return false;
+  in.assign(in.size(), nullptr);
+  dnnl_conv_layouts(g, f.bn || !p.no_bias, FusedPostOps{f.sum, fused_act_from_attrs(attrs)}, &in[0],
+                    &out[0]);
+  if (f.sum) in[f.addend()] = out[0];
+  return true;
+}
+#endif
+
 }  // namespace
 
 void register_fused_conv_ops(OpRegistry& r) {
@@ -484,7 +517,11 @@ void register_fused_conv_ops(OpRegistry& r) {
                                      : std::vector<std::pair<int, int>>{};
       })
       .set_attr<FCreateOpState>(fused_create_state)
-      .set_attr<FStatefulCompute>(DeviceType::kCPU, fused_forward);
+      .set_attr<FStatefulCompute>(DeviceType::kCPU, fused_forward)
+#if WEFT_USE_ONEDNN
+      .set_attr<FInferLayout>(fused_infer_layout)
+#endif
+      ;
 }
 
 }  // namespace weft::detail

@@ -85,7 +85,8 @@ DnnlReformat make_reformat(const dnnl::memory::desc& plain, const dnnl::memory::
   DnnlReformat f;
   f.plain = plain;
   f.want = want;
-  f.needed = !(plain == want);
+  // A format that places every element as plain does (acdb of a 1x1 image) needs no copy.
+  f.needed = !dnnl_util::same_placement(plain, want);
   if (f.needed) {
     auto& eng = dnnl_util::cpu_engine();
     f.to_want = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plain, eng, want));
@@ -96,8 +97,8 @@ DnnlReformat make_reformat(const dnnl::memory::desc& plain, const dnnl::memory::
 
 dnnl::memory dnnl_input(const DnnlReformat& f, void* data, WorkspaceCursor& ws) {
   auto& eng = dnnl_util::cpu_engine();
+  if (!f.needed) return dnnl::memory(f.want, eng, data);
   dnnl::memory src(f.plain, eng, data);
-  if (!f.needed) return src;
   dnnl::memory dst(f.want, eng, ws.take(f.want.get_size()));
   f.to_want.execute(dnnl_util::thread_stream(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
   return dst;
@@ -105,7 +106,7 @@ dnnl::memory dnnl_input(const DnnlReformat& f, void* data, WorkspaceCursor& ws) 
 
 dnnl::memory dnnl_output(const DnnlReformat& f, void* data, WorkspaceCursor& ws) {
   auto& eng = dnnl_util::cpu_engine();
-  if (!f.needed) return dnnl::memory(f.plain, eng, data);
+  if (!f.needed) return dnnl::memory(f.want, eng, data);
   return dnnl::memory(f.want, eng, ws.take(f.want.get_size()));
 }
 

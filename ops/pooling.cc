@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/layout_ops.h"
 #include "ops/pool_max2d.h"
 
 namespace weft::detail {
@@ -409,23 +410,77 @@ bool pool_forward_dnnl(const PoolingParam& p, const PoolGeom& g, const OpContext
     pl.push_back(g.p[d]);
     pr.push_back(pad_r[d]);
   }
-  const std::string key = "Pooling.fwd|" + std::to_string(static_cast<int>(*algo)) + "|" +
-                          dims_key(src) + "|" + dims_key(dst) + "|" + dims_key(strides) + "|" +
-                          dims_key(kernel) + "|" + dims_key(pl) + "|" + dims_key(pr);
+  // Data in another layout (Note [Layout propagation]) is pooled in it; the output is written in
+  // its own layout, or, when that is plain, in the format the primitive picks if that places the
+  // elements as plain does (a globally pooled acdb image) and plain otherwise.
+  const memory::desc* src_layout = dnnl_util::desc_of(ctx.input_layout(0));
+  const memory::desc* dst_layout = dnnl_util::desc_of(ctx.output_layout(0));
+  std::string key = "Pooling.fwd|" + std::to_string(static_cast<int>(*algo)) + "|" + dims_key(src) +
+                    "|" + dims_key(dst) + "|" + dims_key(strides) + "|" + dims_key(kernel) + "|" +
+                    dims_key(pl) + "|" + dims_key(pr);
+  if (src_layout) key += "|x:" + dnnl_util::desc_key(*src_layout);
+  if (dst_layout) key += "|y:" + dnnl_util::desc_key(*dst_layout);
   const PoolPlan& plan = dnnl_util::cached<PoolPlan>(key, [&] {
     PoolPlan pp;
-    pp.src = dnnl_util::plain_desc(src, DType::kFloat32);
-    pp.dst = dnnl_util::plain_desc(dst, DType::kFloat32);
-    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, *algo, pp.src, pp.dst,
-                                     strides, kernel, pl, pr);
-    pp.prim =
-        dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(desc, dnnl_util::cpu_engine()));
+    pp.src = src_layout ? *src_layout : dnnl_util::plain_desc(src, DType::kFloat32);
+    const memory::desc plain_dst = dnnl_util::plain_desc(dst, DType::kFloat32);
+    pp.dst = dst_layout ? *dst_layout : plain_dst;
+    auto make = [&](const memory::desc& d) {
+      return dnnl::pooling_forward::primitive_desc(
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, *algo, pp.src, d, strides,
+                                      kernel, pl, pr),
+          dnnl_util::cpu_engine());
+    };
+    if (src_layout && !dst_layout) {
+      auto pd = make(memory::desc(dst, memory::data_type::f32, memory::format_tag::any));
+      if (dnnl_util::same_placement(pd.dst_desc(), plain_dst)) {
+        pp.dst = pd.dst_desc();
+        pp.prim = dnnl::pooling_forward(pd);
+        return pp;
+      }
+    }
+    pp.prim = dnnl::pooling_forward(make(pp.dst));
     return pp;
   });
   dnnl_util::ScopedThreads threads(ctx.num_threads);
   auto& eng = dnnl_util::cpu_engine();
   dnnl_util::execute(plan.prim, {{DNNL_ARG_SRC, memory(plan.src, eng, x.raw())},
                                  {DNNL_ARG_DST, memory(plan.dst, eng, y.raw())}});
+  return true;
+}
+#endif
+
+#if WEFT_USE_ONEDNN
+// Float32 pooling of data in a oneDNN layout stays in it when oneDNN reproduces the geometry.
+bool pool_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<LayoutRef>& in,
+                       std::vector<LayoutRef>& out) {
+  using dnnl::memory;
+  const memory::desc* src = dnnl_util::desc_of(in[0].get());
+  if (!src || q.in_types[0] != DType::kFloat32) return false;
+  const auto& p = attrs.params<PoolingParam>();
+  const PoolGeom g = pool_geom(p, q.in_shapes[0], q.out_shapes[0]);
+  if (g.planes <= 0 || g.in_size() <= 0) return false;
+  std::array<int64_t, 3> pad_r{};
+  const auto algo = dnnl_pool_algorithm(p, g, &pad_r);
+  if (!algo) return false;
+  memory::dims strides, kernel, pl, pr;
+  for (int d = 3 - g.nsp; d < 3; ++d) {
+    strides.push_back(g.s[d]);
+    kernel.push_back(g.k[d]);
+    pl.push_back(g.p[d]);
+    pr.push_back(pad_r[d]);
+  }
+  try {
+    dnnl::pooling_forward::primitive_desc pd(
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, *algo, *src,
+                                    memory::desc(dnnl_util::to_dims(q.out_shapes[0]),
+                                                 memory::data_type::f32, memory::format_tag::any),
+                                    strides, kernel, pl, pr),
+        dnnl_util::cpu_engine());
+    out[0] = dnnl_util::make_layout(pd.dst_desc());
+  } catch (const dnnl::error&) {
+    return false;
+  }
   return true;
 }
 #endif
@@ -444,6 +499,13 @@ void pool_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
   const auto& p = attrs.params<PoolingParam>();
   const PoolGeom g = pool_geom(p, in[0].shape_of(), out[0].shape_of());
   const bool add = req[0] == OpReq::kAdd;
+#if WEFT_USE_ONEDNN
+  if (has_layouts(ctx, in.size(), out.size())) {
+    WEFT_ICHECK(!add && pool_forward_dnnl(p, g, ctx, in[0], out[0]))
+        << attrs.where() << ": no kernel for this call's layouts";
+    return;
+  }
+#endif
   if (const auto mg = max_pool2d_geom(p, g)) {
     WEFT_FLOAT_SWITCH(
         in[0].dtype(), DT, attrs.where(),
@@ -506,6 +568,9 @@ void register_pooling_ops(OpRegistry& r) {
       .set_output_names({"output"})
       .set_attr<FInferShape>(pool_infer_shape)
       .set_attr<FCompute>(DeviceType::kCPU, pool_forward)
+#if WEFT_USE_ONEDNN
+      .set_attr<FInferLayout>(pool_infer_layout)
+#endif
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_Pooling", {b.out_grad(0), b.input(0), b.output(0)})

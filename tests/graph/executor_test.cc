@@ -181,6 +181,7 @@ TEST(Executor, BranchyCnnForwardEqualsImperativeAndRepeats) {
   auto g = cnn_graph();
   BindOptions bo;
   bo.inputs.shapes["data"] = Shape({2, 3, 8, 8});
+  bo.layouts = false;  // exact against the plain imperative path (layouts: layout_test.cc)
   auto probe = Executor::bind(g, bo);
   auto args = random_args(*probe, 11);
   args.erase("softmax_label");  // filled with zeros by bind

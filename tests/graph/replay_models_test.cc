@@ -226,6 +226,7 @@ TEST_P(ModelReplay, ExecutorEqualsImperativeAtBatch1) {
     BindOptions bo;
     bo.inputs = inputs;
     bo.fuse = fuse;
+    bo.layouts = false;  // exact against the plain imperative path (layouts: layout_test.cc)
     auto ex = Executor::bind(g, bo, args, aux);
     ex->forward(false);
     ASSERT_EQ(ex->outputs().size(), g->heads.size());
