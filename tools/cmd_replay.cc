@@ -47,6 +47,7 @@ struct ReplayOptions {
   uint64_t seed = 0;
   bool no_fuse = false;
   bool no_bulk = false;
+  bool no_layout = false;
   bool quiet = false;
   bool dump = false;
 };
@@ -83,6 +84,7 @@ int run_replay(const ReplayOptions& o) {
   bo.time_ops = true;
   bo.fuse = !o.no_fuse;
   if (o.no_bulk) bo.bulk_max_nodes = 1;
+  bo.layouts = !o.no_layout;
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
   for (const std::string& text : o.inputs) {
     const InputSpec spec = parse_input_spec(text);
@@ -169,6 +171,12 @@ int run_replay(const ReplayOptions& o) {
     }
   }
   std::printf("\n");
+  if (const graph::LayoutStats ls = exec->layout_stats(); ls.entries > 0 || ls.reorders > 0) {
+    std::printf(
+        "layouts: %zu entries in oneDNN formats (%.2f MiB padding), %zu reorders (%zu to "
+        "plain, %zu from plain)\n",
+        ls.entries, ls.padded_bytes / 1048576.0, ls.reorders, ls.to_plain, ls.from_plain);
+  }
   const auto& plan = exec->memory_plan().plan;
   std::printf(
       "memory plan: arena %.2f MiB, lower bound %.2f MiB, no reuse %.2f MiB (arena/lower bound "
@@ -312,6 +320,9 @@ Command add_replay_command(CLI::App& app) {
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
       ->transform(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");
+  a->add_flag(
+      "--no-layout", o->no_layout,
+      "Keep every tensor in the plain layout (no oneDNN blocked formats between operators)");
   a->add_flag("--no-bulk", o->no_bulk,
               "Push every node as its own engine operation (no bulk segments of chained nodes)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
