@@ -412,6 +412,7 @@ class ExecutorImpl final : public Executor {
     GraphPlanOptions plan_options;
     if (!layouts_.empty()) {
       for (const LayoutRef& l : layouts_) plan_options.entry_bytes.push_back(l ? l->bytes() : 0);
+      plan_options.layouts = layouts_;
     }
     plan_ = plan_memory(g, inferred_, plan_options);
     bool reused = false;

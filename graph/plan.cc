@@ -55,6 +55,39 @@ void add_plan_bytes(size_t* total, size_t bytes, size_t alignment, const std::st
   *total += aligned;
 }
 
+// Whether node `nid` reads or writes an entry whose layout is not plain.
+bool has_layouts(const Graph& g, uint32_t nid, const std::vector<LayoutRef>& layouts) {
+  for (const NodeEntry& in : g.nodes[nid].inputs) {
+    if (layouts[g.entry_id(in)]) return true;
+  }
+  for (int o = 0; o < g.nodes[nid].num_outputs(); ++o) {
+    if (layouts[g.entry_id(nid, o)]) return true;
+  }
+  return false;
+}
+
+// The workspace requests of node `nid` on its layouts (FLayoutResourceRequest).
+std::vector<ResourceRequest> layout_requests(const Graph& g, uint32_t nid,
+                                             const InferResult& inferred,
+                                             const std::vector<LayoutRef>& layouts,
+                                             const std::vector<Shape>& in_shapes,
+                                             const std::vector<Shape>& out_shapes) {
+  const Node& n = g.nodes[nid];
+  LayoutQuery q;
+  q.in_shapes = in_shapes;
+  q.out_shapes = out_shapes;
+  std::vector<LayoutRef> in, out;
+  for (const NodeEntry& e : n.inputs) {
+    q.in_types.push_back(inferred.dtypes[g.entry_id(e)]);
+    in.push_back(layouts[g.entry_id(e)]);
+  }
+  for (int o = 0; o < n.num_outputs(); ++o) {
+    q.out_types.push_back(inferred.dtypes[g.entry_id(nid, o)]);
+    out.push_back(layouts[g.entry_id(nid, o)]);
+  }
+  return n.op->attr<FLayoutResourceRequest>()(*n.op_attrs, q, in, out);
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
@@ -65,6 +98,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
                 inferred.shapes.size() == num_entries && inferred.dtypes.size() == num_entries)
       << "memory plan: inference results cover " << inferred.shapes.size() << " shapes and "
       << inferred.dtypes.size() << " dtypes, the graph has " << num_entries << " entries";
+  WEFT_CHECK(options.layouts.empty() || options.layouts.size() == num_entries)
+      << "memory plan: " << options.layouts.size() << " layouts for " << num_entries << " entries";
 
   MemoryPlan mp;
   mp.entry_offset.assign(num_entries, -1);
@@ -152,8 +187,13 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
       out_shapes.clear();
       for (const NodeEntry& in : n.inputs) in_shapes.push_back(inferred.shapes[g.entry_id(in)]);
       for (int o = 0; o < num_out; ++o) out_shapes.push_back(inferred.shapes[g.entry_id(nid, o)]);
+      const std::vector<ResourceRequest> requests =
+          !options.layouts.empty() && n.op->attr<FLayoutResourceRequest>() &&
+                  has_layouts(g, nid, options.layouts)
+              ? layout_requests(g, nid, inferred, options.layouts, in_shapes, out_shapes)
+              : request(*n.op_attrs, in_shapes, out_shapes);
       size_t bytes = 0;
-      for (const ResourceRequest& r : request(*n.op_attrs, in_shapes, out_shapes)) {
+      for (const ResourceRequest& r : requests) {
         if (r.kind != ResourceRequest::Kind::kWorkspace) continue;
         WEFT_CHECK_AS(OutOfMemory, r.bytes <= kMaxPlanBytes - bytes)
             << "memory plan: the workspace of " << node_label(g, nid)

@@ -89,6 +89,9 @@ struct GraphPlanOptions {
   /// for an entry in a padded blocked layout (LayoutPlan::entry_bytes, graph/layout.h); 0 = the
   /// shape's size.
   std::vector<size_t> entry_bytes;
+  /// Per entry id (or empty): the entry's layout (LayoutPlan::layouts). A node with a non-plain
+  /// input or output asks FLayoutResourceRequest for its workspace when it has one.
+  std::vector<LayoutRef> layouts;
 };
 
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the

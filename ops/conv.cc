@@ -166,9 +166,30 @@ struct ConvFwdPlan {
   size_t workspace_bytes() const { return src.bytes() + dst.bytes() + align64(scratch.get_size()); }
 };
 
-// The forward plan; `src_layout` / `dst_layout` (when given) are the formats the data is in and
-// the output must be written in (Note [Layout propagation]): the primitive is made for them, so
-// they need no conversion. Otherwise the primitive picks its formats and the plan converts.
+// The forward primitive descriptor; `src_layout` / `dst_layout` (when given) are the formats the
+// data is in and the output must be written in (Note [Layout propagation]), otherwise the
+// primitive picks its formats.
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvDims& d, bool bias,
+                                                      const FusedPostOps& post,
+                                                      const memory::desc* src_layout,
+                                                      const memory::desc* dst_layout) {
+  using namespace dnnl;
+  const memory::desc src = src_layout ? *src_layout : any_desc(d.src);
+  const memory::desc dst = dst_layout ? *dst_layout : any_desc(d.dst);
+  auto desc =
+      bias ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                       src, any_desc(d.wei), f32_plain(d.bias), dst, d.strides,
+                                       d.dilates, d.pad_l, d.pad_r)
+           : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                       src, any_desc(d.wei), dst, d.strides, d.dilates, d.pad_l,
+                                       d.pad_r);
+  // The sum and the activation apply to the output as it is written: no second pass.
+  return convolution_forward::primitive_desc(desc, fused_post_op_attr(post),
+                                             dnnl_util::cpu_engine());
+}
+
+// The forward plan: the primitive for the given layouts (which then need no conversion), or for
+// the formats it picks, converted from and to plain.
 const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOps& post,
                                  const memory::desc* src_layout = nullptr,
                                  const memory::desc* dst_layout = nullptr) {
@@ -182,17 +203,7 @@ const ConvFwdPlan& conv_fwd_plan(const ConvGeom& g, bool bias, const FusedPostOp
     plan.key = key;
     plan.wei_dims = d.wei;
     plan.bias_plain = f32_plain(d.bias);
-    const memory::desc src = src_layout ? *src_layout : any_desc(d.src);
-    const memory::desc dst = dst_layout ? *dst_layout : any_desc(d.dst);
-    auto desc =
-        bias ? convolution_forward::desc(
-                   prop_kind::forward_inference, algorithm::convolution_direct, src,
-                   any_desc(d.wei), plan.bias_plain, dst, d.strides, d.dilates, d.pad_l, d.pad_r)
-             : convolution_forward::desc(prop_kind::forward_inference,
-                                         algorithm::convolution_direct, src, any_desc(d.wei), dst,
-                                         d.strides, d.dilates, d.pad_l, d.pad_r);
-    // The sum and the activation apply to the output as it is written: no second pass.
-    convolution_forward::primitive_desc pd(desc, fused_post_op_attr(post), dnnl_util::cpu_engine());
+    const auto pd = conv_fwd_pd(d, bias, post, src_layout, dst_layout);
     plan.prim = convolution_forward(pd);
     plan.src = make_reformat(src_layout ? *src_layout : f32_plain(d.src), pd.src_desc());
     plan.dst = make_reformat(dst_layout ? *dst_layout : f32_plain(d.dst), pd.dst_desc());
@@ -342,9 +353,27 @@ void dnnl_conv_backward_weights(const ConvGeom& g, const OpContext& ctx, const T
 
 void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, LayoutRef* src,
                        LayoutRef* dst) {
-  const ConvFwdPlan& plan = conv_fwd_plan(g, bias, post);
-  *src = dnnl_util::make_layout(plan.src.want);
-  *dst = dnnl_util::make_layout(plan.dst.want);
+  // The descriptor only: the kernels make their primitives for the formats chosen here.
+  const auto pd = conv_fwd_pd(conv_dims(g), bias, post, nullptr, nullptr);
+  *src = dnnl_util::make_layout(pd.src_desc());
+  *dst = dnnl_util::make_layout(pd.dst_desc());
+}
+
+size_t dnnl_conv_layout_workspace(const ConvGeom& g, bool bias, const FusedPostOps& post,
+                                  const MemoryLayout* src, const MemoryLayout* dst) {
+  if (!dnnl_conv_supported(g)) return 0;
+  const ConvDims d = conv_dims(g);
+  const memory::desc* sd = dnnl_util::desc_of(src);
+  const memory::desc* dd = dnnl_util::desc_of(dst);
+  const auto pd = conv_fwd_pd(d, bias, post, sd, dd);
+  // What dnnl_conv_forward takes from the workspace: conversions of plain data (an input or
+  // output without a layout whose placement the primitive does not share) and the scratchpad.
+  size_t bytes = align64(pd.scratchpad_desc().get_size());
+  if (!sd && !dnnl_util::same_placement(f32_plain(d.src), pd.src_desc()))
+    bytes += align64(pd.src_desc().get_size());
+  if (!dd && !dnnl_util::same_placement(f32_plain(d.dst), pd.dst_desc()))
+    bytes += align64(pd.dst_desc().get_size());
+  return bytes;
 }
 
 size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, const FusedPostOps& post) {
@@ -394,6 +423,15 @@ bool conv_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<L
   in.assign(in.size(), nullptr);
   dnnl_conv_layouts(g, !p.no_bias, FusedPostOps{}, &in[0], &out[0]);
   return true;
+}
+
+std::vector<ResourceRequest> conv_layout_resources(const OpAttrs& attrs, const LayoutQuery& q,
+                                                   const std::vector<LayoutRef>& in,
+                                                   const std::vector<LayoutRef>& out) {
+  const auto& p = attrs.params<ConvolutionParam>();
+  const ConvGeom g = conv_geom(p, q.in_shapes[0], q.out_shapes[0]);
+  return {{ResourceRequest::Kind::kWorkspace,
+           dnnl_conv_layout_workspace(g, !p.no_bias, FusedPostOps{}, in[0].get(), out[0].get())}};
 }
 #endif
 
@@ -498,6 +536,7 @@ void register_convolution_ops(OpRegistry& r) {
       .set_attr<FCompute>(DeviceType::kCPU, conv_forward)
 #if WEFT_USE_ONEDNN
       .set_attr<FInferLayout>(conv_infer_layout)
+      .set_attr<FLayoutResourceRequest>(conv_layout_resources)
 #endif
       .set_attr<FGradient>([](GradBuilder& b) {
         const bool bias = !b.attrs().params<ConvolutionParam>().no_bias;

@@ -502,6 +502,10 @@ void dnnl_conv_forward(const ConvGeom& g, const OpContext& ctx, const TensorView
 /// (null when plain or placed like plain): what FInferLayout of the convolution ops announces.
 void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, LayoutRef* src,
                        LayoutRef* dst);
+/// Workspace bytes of dnnl_conv_forward when the data and output have layouts `src` / `dst`
+/// (null: plain); 0 when unsupported.
+size_t dnnl_conv_layout_workspace(const ConvGeom& g, bool bias, const FusedPostOps& post,
+                                  const MemoryLayout* src, const MemoryLayout* dst);
 void dnnl_conv_backward_data(const ConvGeom& g, const OpContext& ctx, const TensorView& dy,
                              const TensorView& w, int w_index, const TensorView& dx);
 /// Weight (and bias, when db is given) gradients.

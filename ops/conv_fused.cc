@@ -491,6 +491,19 @@ bool fused_infer_layout(const OpAttrs& attrs, const LayoutQuery& q, std::vector<
   if (f.sum) in[f.addend()] = out[0];
   return true;
 }
+
+// The workspace on layouts: the primitive's scratchpad (and conversions of plain data) only.
+std::vector<ResourceRequest> fused_layout_resources(const OpAttrs& attrs, const LayoutQuery& q,
+                                                    const std::vector<LayoutRef>& in,
+                                                    const std::vector<LayoutRef>& out) {
+  if (!out[0]) return fused_resources(attrs, q.in_shapes, q.out_shapes);
+  const auto& p = attrs.params<ConvolutionParam>();
+  const FusedInputs f = fused_inputs(attrs);
+  const ConvGeom g = conv_geom(p, q.in_shapes[0], q.out_shapes[0]);
+  const FusedPostOps post{f.sum, fused_act_from_attrs(attrs)};
+  return {{ResourceRequest::Kind::kWorkspace,
+           dnnl_conv_layout_workspace(g, f.bn || !p.no_bias, post, in[0].get(), out[0].get())}};
+}
 #endif
 
 }  // namespace
@@ -520,6 +533,7 @@ void register_fused_conv_ops(OpRegistry& r) {
       .set_attr<FStatefulCompute>(DeviceType::kCPU, fused_forward)
 #if WEFT_USE_ONEDNN
       .set_attr<FInferLayout>(fused_infer_layout)
+      .set_attr<FLayoutResourceRequest>(fused_layout_resources)
 #endif
       ;
 }

@@ -180,6 +180,13 @@ WEFT_DEFINE_OP_ATTR(FCompute, void(const OpAttrs&, const OpContext&, std::span<c
 /// then ignored). Called at bind time for CPU inference only. Ops without it take and give plain.
 WEFT_DEFINE_OP_ATTR(FInferLayout, bool(const OpAttrs&, const LayoutQuery&,
                                        std::vector<LayoutRef>& in, std::vector<LayoutRef>& out));
+/// Temporary resources of an application whose inputs or outputs have layouts other than plain
+/// (`in` / `out` as FInferLayout left them); the planner asks it instead of FResourceRequest then
+/// (a kernel that needs no conversions on its layouts needs less workspace). Optional.
+WEFT_DEFINE_OP_ATTR(FLayoutResourceRequest,
+                    std::vector<ResourceRequest>(const OpAttrs&, const LayoutQuery&,
+                                                 const std::vector<LayoutRef>& in,
+                                                 const std::vector<LayoutRef>& out));
 /// Creates the state of a stateful op for given input shapes and types.
 WEFT_DEFINE_OP_ATTR(FCreateOpState,
                     std::shared_ptr<OpState>(const OpAttrs&, Device, const std::vector<Shape>& in,
@@ -333,7 +340,7 @@ class Op {
   using Attrs =
       std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
                  FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
-                 FResourceRequest, FCreateOpState, FGradient, FInferLayout>;
+                 FResourceRequest, FCreateOpState, FGradient, FInferLayout, FLayoutResourceRequest>;
   static constexpr int kDeviceSlots = 4;
   static int device_slot(DeviceType d) { return static_cast<int>(d) & 3; }
   void check_mutable() const;

@@ -123,6 +123,7 @@ struct Compared {
   Graph exec;
   std::vector<LayoutRef> layouts;
   InferResult inferred;
+  MemoryPlan plan;
   std::string describe() const { return describe_layouts({exec, inferred, layouts, stats}); }
 };
 
@@ -154,7 +155,8 @@ Compared compare_layouts(const std::shared_ptr<const Graph>& g, const InferInput
         << what << " head " << h;
   }
   check_buffer_plan(a->memory_plan().buffers, a->memory_plan().plan);
-  return Compared{a->layout_stats(), a->exec_graph(), a->entry_layouts(), a->inferred()};
+  return Compared{a->layout_stats(), a->exec_graph(), a->entry_layouts(), a->inferred(),
+                  a->memory_plan()};
 }
 
 size_t count_op(const Graph& g, const std::string& op) {
@@ -233,6 +235,7 @@ TEST(Layout, AddOfTwoLayoutsAndPaddedPlan) {
   ASSERT_TRUE(c.layouts[x_eid]);
   EXPECT_EQ(c.layouts[x_eid]->bytes(), 16u * 4 * 3 * 4);
   EXPECT_EQ(c.layouts[x_eid]->name(), "aBcd16b");
+  EXPECT_EQ(c.plan.entry_bytes[x_eid], 16u * 4 * 3 * 4);  // the arena holds the padding
 }
 
 // SE-style channel broadcast: x (blocked) * s (plain, N x C x 1 x 1).
