@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/profiler.h"
+#include "graph/executor_run.h"
 #include "graph/fuse.h"
 #include "graph/gradient.h"
 #include "graph/segments.h"
@@ -36,111 +37,8 @@ std::vector<uint32_t> label_variables(const Graph& g) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// One node's cached engine operation: its views, requests, variables and resources.
-struct NodeRun {
-  uint32_t nid = 0;
-  std::string name;  // op name, for the engine's profiler and op_times()
-  const OpAttrs* attrs = nullptr;
-  const FCompute* compute = nullptr;
-  const FStatefulCompute* stateful = nullptr;
-  const FAsyncCompute* async = nullptr;  // completes through the engine's callback
-  std::shared_ptr<OpState> state;
-  std::vector<TensorView> in, out;
-  std::vector<OpReq> req;
-  std::vector<VarHandle> reads, writes;
-  std::vector<VarHandle> in_vars;     // per input, for versions
-  std::vector<uint64_t> storage_ids;  // per input (0: not a bound array)
-  std::vector<uint64_t> versions;     // per input, filled at run time
-  // Per input / output: the layout (Note [Layout propagation]); empty when all are plain.
-  std::vector<LayoutRef> in_layouts, out_layouts;
-  std::vector<const MemoryLayout*> in_layout_ptrs, out_layout_ptrs;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-  RandomState* random = nullptr;
-  bool identity = false;  // in-place identity (FInplaceIdentity): nothing to compute
-  bool time_ops = false;
-  double total_ms = 0;
-  int64_t calls = 0;
-
-  void run(bool is_train, Engine& engine, const RunContext& rc,
-           CallbackOnComplete* on_complete = nullptr) {
-    if (identity) {
-      if (on_complete != nullptr) (*on_complete)();
-      return;
-    }
-    OpContext ctx;
-    ctx.run = rc;
-    ctx.is_train = is_train;
-    ctx.workspace = workspace;
-    ctx.workspace_bytes = workspace_bytes;
-    ctx.random = random;
-    for (size_t i = 0; i < in_vars.size(); ++i)
-      versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;
-    ctx.input_storage_ids = storage_ids.data();
-    ctx.input_versions = versions.data();
-    if (!in_layout_ptrs.empty()) {
-      ctx.input_layouts = in_layout_ptrs.data();
-      ctx.output_layouts = out_layout_ptrs.data();
-    }
-    Runtime& rt = Runtime::get();
-    ctx.num_threads = rt.kernel_started();
-    struct Done {
-      Runtime& rt;
-      ~Done() { rt.kernel_finished(); }
-    } done{rt};
-    const auto t0 = time_ops ? Clock::now() : Clock::time_point();
-    std::span<const TensorView> i(in.data(), in.size());
-    std::span<const TensorView> o(out.data(), out.size());
-    std::span<const OpReq> r(req.data(), req.size());
-    if (compute) {
-      (*compute)(*attrs, ctx, i, r, o);
-    } else if (async) {
-      (*async)(*attrs, ctx, i, r, o, *on_complete);  // time_ops counts the launch only
-    } else {
-      (*stateful)(*state, ctx, i, r, o);
-    }
-    if (time_ops) {
-      total_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      ++calls;
-    }
-  }
-};
-
-// Disjoint address intervals, each remembering the buffer that last occupied it.
-class OccupancyMap {
- public:
-  // Returns the distinct buffers that occupied [begin, end) before, then records `id` there.
-  std::vector<int32_t> take(size_t begin, size_t end, int32_t id) {
-    std::vector<int32_t> prior;
-    auto it = map_.upper_bound(begin);
-    if (it != map_.begin()) --it;
-    std::vector<std::pair<size_t, Span>> keep;
-    while (it != map_.end() && it->first < end) {
-      const size_t s = it->first;
-      const Span sp = it->second;
-      if (sp.end <= begin) {
-        ++it;
-        continue;
-      }
-      if (std::find(prior.begin(), prior.end(), sp.id) == prior.end()) prior.push_back(sp.id);
-      if (s < begin) keep.push_back({s, Span{begin, sp.id}});
-      if (sp.end > end) keep.push_back({end, Span{sp.end, sp.id}});
-      it = map_.erase(it);
-    }
-    for (auto& [s, sp] : keep) map_[s] = sp;
-    map_[begin] = Span{end, id};
-    return prior;
-  }
-
- private:
-  struct Span {
-    size_t end;
-    int32_t id;
-  };
-  std::map<size_t, Span> map_;
-};
+using executor_detail::NodeRun;
+using executor_detail::OccupancyMap;
 
 class ExecutorImpl final : public Executor {
  public:

@@ -353,7 +353,9 @@ void dnnl_conv_backward_weights(const ConvGeom& g, const OpContext& ctx, const T
 
 void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, LayoutRef* src,
                        LayoutRef* dst) {
-  // The descriptor only: the kernels make their primitives for the formats chosen here.
+  // The descriptor only (the kernels make their primitives for the formats chosen here), under
+  // the thread count the cached plans are made for (Note [Primitive thread count]).
+  dnnl_util::ScopedThreads threads(dnnl_util::max_kernel_threads());
   const auto pd = conv_fwd_pd(conv_dims(g), bias, post, nullptr, nullptr);
   *src = dnnl_util::make_layout(pd.src_desc());
   *dst = dnnl_util::make_layout(pd.dst_desc());
@@ -362,18 +364,10 @@ void dnnl_conv_layouts(const ConvGeom& g, bool bias, const FusedPostOps& post, L
 size_t dnnl_conv_layout_workspace(const ConvGeom& g, bool bias, const FusedPostOps& post,
                                   const MemoryLayout* src, const MemoryLayout* dst) {
   if (!dnnl_conv_supported(g)) return 0;
-  const ConvDims d = conv_dims(g);
-  const memory::desc* sd = dnnl_util::desc_of(src);
-  const memory::desc* dd = dnnl_util::desc_of(dst);
-  const auto pd = conv_fwd_pd(d, bias, post, sd, dd);
-  // What dnnl_conv_forward takes from the workspace: conversions of plain data (an input or
-  // output without a layout whose placement the primitive does not share) and the scratchpad.
-  size_t bytes = align64(pd.scratchpad_desc().get_size());
-  if (!sd && !dnnl_util::same_placement(f32_plain(d.src), pd.src_desc()))
-    bytes += align64(pd.src_desc().get_size());
-  if (!dd && !dnnl_util::same_placement(f32_plain(d.dst), pd.dst_desc()))
-    bytes += align64(pd.dst_desc().get_size());
-  return bytes;
+  // The plan dnnl_conv_forward runs (conversions of plain data only, and the scratchpad), made
+  // for the thread counts the cache makes plans for (Note [Primitive thread count]).
+  return conv_fwd_plan(g, bias, post, dnnl_util::desc_of(src), dnnl_util::desc_of(dst))
+      .workspace_bytes();
 }
 
 size_t dnnl_conv_workspace(const ConvGeom& g, bool bias, bool backward, const FusedPostOps& post) {
