@@ -10,8 +10,10 @@ namespace weft {
 /// Values of the WEFT_* environment variables, read once per call of read_environment().
 /// Absent variables are empty optionals. Thread-safe (reads the process environment only).
 struct Environment {
-  std::optional<std::string> engine;        ///< WEFT_ENGINE: "threaded" or "sync"
-  std::optional<int> cpu_workers;           ///< WEFT_CPU_WORKERS: CPU worker threads (>= 1)
+  std::optional<std::string> engine;  ///< WEFT_ENGINE: "threaded" or "sync"
+  std::optional<int> cpu_workers;     ///< WEFT_CPU_WORKERS: CPU worker threads (>= 1)
+  /// WEFT_NUM_THREADS: the thread budget, the most threads weft keeps busy (>= 1)
+  std::optional<int> num_threads;
   std::optional<std::string> profile_path;  ///< WEFT_PROFILE: write a Chrome trace here at exit
   /// WEFT_PROFILE_MAX_EVENTS: the most trace events the profiler keeps (>= 1)
   std::optional<int64_t> profile_max_events;

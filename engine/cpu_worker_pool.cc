@@ -1,8 +1,10 @@
 // The ready queue and the CPU worker pool.
 #include <algorithm>
+#include <chrono>
 
 #include "base/profiler.h"
 #include "engine/backoff.h"
+#include "engine/cpu_budget.h"
 #include "engine/worker_pool.h"
 
 namespace weft::detail {
@@ -18,7 +20,7 @@ bool heap_less(const auto& a, const auto& b) {
 }
 }  // namespace
 
-ReadyQueue::ReadyQueue() : stub_(std::make_unique<OprBlock>()) {
+ReadyQueue::ReadyQueue(int budget) : budget_(budget), stub_(std::make_unique<OprBlock>()) {
   tail_.store(stub_.get(), std::memory_order_relaxed);
   head_.store(stub_.get(), std::memory_order_relaxed);
 }
@@ -127,30 +129,15 @@ OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
     if (has_work()) {
       // Queued but nothing could be taken: a producer is between its two stores (or a push
       // landed just now). Back off rather than retry at once.
-      if (backoff.yielding()) {
-        stalled_yields_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
-        if (backoff.yields() % 32 == 0) on_idle(false);
+      if (backoff.giving_way()) {
+        stalled_waits_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+        if (backoff.gave_way() % 8 == 0) on_idle(false);
       }
       backoff.pause();
       continue;
     }
     backoff.reset();
-    // Spin before sleeping: new work usually arrives within microseconds, and a futex sleep
-    // and wake-up cost more than that.
-    spinning_.fetch_add(1, std::memory_order_seq_cst);
-    bool found = false;
-    for (int spin = 0; spin < kSpinRounds && !found; ++spin) {
-      found = has_work();
-      if (found) break;
-      if (spin % 32 == 0) on_idle(false);
-      if (spin < kPauseRounds) {
-        Backoff::cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-    spinning_.fetch_sub(1, std::memory_order_seq_cst);
-    if (found) continue;
+    if (spin_for_work(on_idle)) continue;
     on_idle(true);
     std::unique_lock<std::mutex> lock(sleep_mutex_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -158,6 +145,33 @@ OprBlock* ReadyQueue::pop(const std::function<void(bool)>& on_idle) {
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     if (!has_work() && stopping_.load(std::memory_order_acquire)) return nullptr;
   }
+}
+
+bool ReadyQueue::spin_for_work(const std::function<void(bool)>& on_idle) {
+  // Note [Spinning and wake-ups]: new work usually arrives within microseconds, and a futex
+  // sleep and wake-up cost more than that, so a worker spins (pause instructions only: it
+  // never yields, which would hand its core to whatever else is queued there and come back a
+  // time slice later) for at most kSpinTime before it sleeps. Not at all while other processes
+  // use the process's cores (Note [Thread budget] in engine/cpu_budget.h): there a spinning
+  // worker takes the core from a thread with real work, ours or theirs.
+  if (cores_contended(budget_)) return false;
+  spinning_.fetch_add(1, std::memory_order_seq_cst);
+  on_idle(false);
+  bool found = false;
+  const auto until = std::chrono::steady_clock::now() + kSpinTime;
+  for (int spin = 1;; ++spin) {
+    if (has_work()) {
+      found = true;
+      break;
+    }
+    Backoff::cpu_relax();
+    if (spin % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= until) break;
+      if (spin % 1024 == 0) on_idle(false);
+    }
+  }
+  spinning_.fetch_sub(1, std::memory_order_seq_cst);
+  return found;
 }
 
 void ReadyQueue::shutdown() {
@@ -168,8 +182,9 @@ void ReadyQueue::shutdown() {
   wake_.notify_all();
 }
 
-CpuWorkerPool::CpuWorkerPool(OperationRunner* runner, int num_threads, std::string lane_prefix)
-    : runner_(runner), lane_prefix_(std::move(lane_prefix)) {
+CpuWorkerPool::CpuWorkerPool(OperationRunner* runner, int num_threads, std::string lane_prefix,
+                             int budget)
+    : runner_(runner), lane_prefix_(std::move(lane_prefix)), queue_(budget) {
   threads_.reserve(num_threads);
   for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }

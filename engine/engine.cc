@@ -22,6 +22,7 @@ EngineConfig EngineConfig::from_environment() {
   Environment env = read_environment();
   EngineConfig config;
   if (env.engine) config.kind = *env.engine == "sync" ? EngineKind::kSync : EngineKind::kThreaded;
+  if (env.num_threads) config.num_threads = *env.num_threads;
   if (env.cpu_workers) config.cpu_workers = *env.cpu_workers;
   if (env.profile_path) config.profile_path = *env.profile_path;
   if (env.profile_max_events) config.profile_max_events = *env.profile_max_events;
@@ -29,8 +30,11 @@ EngineConfig EngineConfig::from_environment() {
 }
 
 std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
+  WEFT_CHECK(config.num_threads >= 0 && config.num_threads <= 4096)
+      << "EngineConfig::num_threads must be in [0, 4096] (0 = the cores available), got "
+      << config.num_threads;
   WEFT_CHECK(config.cpu_workers >= 0 && config.cpu_workers <= 4096)
-      << "EngineConfig::cpu_workers must be in [0, 4096] (0 = all cores), got "
+      << "EngineConfig::cpu_workers must be in [0, 4096] (0 = the thread budget), got "
       << config.cpu_workers;
   WEFT_CHECK(config.profile_max_events >= 1)
       << "EngineConfig::profile_max_events must be at least 1, got " << config.profile_max_events;

@@ -172,7 +172,11 @@ enum class EngineKind {
 /// place that consults the engine's WEFT_* variables.
 struct EngineConfig {
   EngineKind kind = EngineKind::kThreaded;
-  /// CPU worker threads for normal work; 0 means one per hardware thread.
+  /// The thread budget: the most threads weft keeps busy on CPUs (engine workers running
+  /// kernels times each kernel's intra-op threads; Note [Thread budget] in engine/cpu_budget.h).
+  /// 0 means the cores this process may run on (its affinity mask, capped by a cgroup quota).
+  int num_threads = 0;
+  /// CPU worker threads for normal work; 0 means one per thread of the budget.
   int cpu_workers = 0;
   /// Run kCPUPrioritized operations on a dedicated priority-lane thread. When false they run on
   /// the normal workers ahead of queued normal work.
@@ -188,8 +192,9 @@ struct EngineConfig {
   /// counted. wait_for_var drops what it delivers; wait_for_all drops everything.
   int64_t max_retained_errors = 1024;
 
-  /// Defaults overridden by WEFT_ENGINE (threaded|sync), WEFT_CPU_WORKERS (N), WEFT_PROFILE
-  /// (trace path) and WEFT_PROFILE_MAX_EVENTS (N). Throws ValueError naming a malformed variable.
+  /// Defaults overridden by WEFT_ENGINE (threaded|sync), WEFT_NUM_THREADS (N), WEFT_CPU_WORKERS
+  /// (N), WEFT_PROFILE (trace path) and WEFT_PROFILE_MAX_EVENTS (N). Throws ValueError naming a
+  /// malformed variable.
   static EngineConfig from_environment();
 };
 

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "base/profiler.h"
+#include "engine/cpu_budget.h"
 #include "engine/object_pool.h"
 
 namespace weft {
@@ -117,16 +118,20 @@ inline VarSlot* dequeue(Var* var) {
 
 ThreadedEngine::ThreadedEngine(const EngineConfig& config)
     : config_(config), failures_(config.max_retained_errors) {
-  int workers = config.cpu_workers > 0 ? config.cpu_workers : cpu_core_count();
+  // Note [Thread budget]
+  int workers =
+      config.cpu_workers > 0 ? config.cpu_workers : resolve_thread_budget(config.num_threads);
   if (!config_.profile_path.empty()) {
     Profiler::global().set_max_events(config_.profile_max_events);
     Profiler::global().start();
   }
   detail::register_failure_log(static_cast<void*>(this), &failures_);
   auto* runner = static_cast<detail::OperationRunner*>(this);
-  cpu_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, workers, "cpu worker");
+  const int budget = resolve_thread_budget(config.num_threads);
+  cpu_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, workers, "cpu worker", budget);
   if (config.cpu_priority_lane) {
-    cpu_priority_pool_ = std::make_unique<detail::CpuWorkerPool>(runner, 1, "cpu priority lane");
+    cpu_priority_pool_ =
+        std::make_unique<detail::CpuWorkerPool>(runner, 1, "cpu priority lane", budget);
   }
 }
 

@@ -2,6 +2,7 @@
 // for GPUs, streams) of one device; the CPU pool implements it, GPU pools plug in beside it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,29 +51,34 @@ class WorkerPool {
 /// Workers take from it under a small spin lock of their own. Operations with a priority go to
 /// a mutex-protected heap (the rare case).
 ///
-/// Note [Spinning and wake-ups]: a worker with nothing to do spins for a while before it sleeps.
-/// A push wakes a sleeper only when no worker is spinning (a futex wake costs microseconds, more
-/// than most operations). A sleeper counts itself in `sleepers_` and then looks at the queue once
-/// more; a pusher publishes its operation and then reads `sleepers_` (both sequentially
-/// consistent), so one of them always sees the other. A worker that takes an operation while
-/// more are queued wakes another sleeper if nobody spins, so queued work is never stranded.
+/// Note [Spinning and wake-ups]: a worker with nothing to do spins (pause instructions, never
+/// yields) for at most kSpinTime before it sleeps on a condition variable, and does not spin at
+/// all while other processes use the process's cores (spin_for_work). A push wakes a sleeper
+/// only when no worker is spinning (a futex wake costs microseconds, more than most
+/// operations). A sleeper counts itself in `sleepers_` and then looks at the queue once more; a
+/// pusher publishes its operation and then reads `sleepers_` (both sequentially consistent), so
+/// one of them always sees the other. A worker that takes an operation while more are queued
+/// wakes another sleeper if nobody spins, so queued work is never stranded.
 ///
 /// Note [Link in flight]: a push is two steps, the tail exchange and the link store. A producer
 /// preempted between them leaves the queue non-empty (has_work()) but with nothing a consumer can
-/// take. Consumers then back off (Backoff: growing pause runs, then yielding the core on every
-/// try) instead of retrying in a tight loop, which on a loaded machine would keep the preempted
-/// producer from running at all. `stalled_yields()` counts those yields.
+/// take. Consumers then back off (Backoff: growing pause runs, then giving the core away: a few
+/// yields, then short sleeps) instead of retrying in a tight loop, which on a loaded machine
+/// would keep the preempted producer from running at all. `stalled_waits()` counts the steps
+/// that gave the core away.
 class ReadyQueue {
  public:
-  ReadyQueue();
+  /// `budget`: the thread budget of the pool's engine; workers do not spin while other
+  /// processes leave fewer cores of it free (0: spin regardless).
+  explicit ReadyQueue(int budget = 0);
   void push(OprBlock* op);
   /// Returns the next operation, blocking while empty; null once shut down and drained.
   /// `on_idle(about_to_sleep)` runs while the queue is empty: every few spins, and before sleeping.
   OprBlock* pop(const std::function<void(bool)>& on_idle);
   void shutdown();
-  /// Times a consumer yielded its core while waiting for an in-flight link (Note [Link in
-  /// flight]). Thread-safe; for tests and statistics.
-  int64_t stalled_yields() const { return stalled_yields_.load(std::memory_order_relaxed); }
+  /// Times a consumer gave its core away (yielded or slept) while waiting for an in-flight link
+  /// (Note [Link in flight]). Thread-safe; for tests and statistics.
+  int64_t stalled_waits() const { return stalled_waits_.load(std::memory_order_relaxed); }
 
  private:
   friend class ReadyQueueTestPeer;  // tests stop a producer between the push's two steps
@@ -88,8 +94,11 @@ class ReadyQueue {
   static void link(OprBlock* previous, OprBlock* node);  // second step
   bool has_work() const;
   void wake_one();
-  static constexpr int kPauseRounds = 64;
-  static constexpr int kSpinRounds = 256;
+  // Spins for work (Note [Spinning and wake-ups]); true when some arrived.
+  bool spin_for_work(const std::function<void(bool)>& on_idle);
+  static constexpr std::chrono::microseconds kSpinTime{50};
+
+  const int budget_;
 
   // FIFO (Note [Ready queue]).
   alignas(64) std::atomic<OprBlock*> tail_;
@@ -108,7 +117,7 @@ class ReadyQueue {
   std::atomic<int> sleepers_{0};
   std::atomic<int> spinning_{0};
   std::atomic<bool> stopping_{false};
-  std::atomic<int64_t> stalled_yields_{0};
+  std::atomic<int64_t> stalled_waits_{0};
 };
 
 /// Index of the calling thread within its CPU worker pool; -1 on a thread that is no worker.
@@ -117,7 +126,8 @@ int current_worker_index();
 /// CPU workers: `num_threads` threads sharing one ReadyQueue.
 class CpuWorkerPool final : public WorkerPool {
  public:
-  CpuWorkerPool(OperationRunner* runner, int num_threads, std::string lane_prefix);
+  /// `budget`: the engine's thread budget (ReadyQueue).
+  CpuWorkerPool(OperationRunner* runner, int num_threads, std::string lane_prefix, int budget = 0);
   ~CpuWorkerPool() override;
   void submit(OprBlock* op) override { queue_.push(op); }
   int num_workers() const override { return static_cast<int>(threads_.size()); }

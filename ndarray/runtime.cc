@@ -13,6 +13,7 @@
 #endif
 
 #include "devices/device_api.h"
+#include "engine/cpu_budget.h"
 #include "ops/dnnl_util.h"
 
 namespace weft {
@@ -198,15 +199,14 @@ bool Runtime::is_current(uint64_t generation) {
 
 Runtime::Runtime(const RuntimeConfig& config)
     : config_(config),
-      cores_(std::max(1, cpu_core_count())),
+      budget_(resolve_thread_budget(config.engine.num_threads)),
       engine_(Engine::create(config.engine)),
       generation_(g_generation.fetch_add(1)) {
   cpu_pool_ = allocator_slow(Device::cpu()).get();
 #if WEFT_USE_ONEDNN
   // oneDNN primitives are made for the most threads a kernel can get (Note [Primitive thread
   // count] in ops/dnnl_util.cc).
-  dnnl_util::set_max_kernel_threads(
-      std::max(cores_, config_.intra_op_threads > 0 ? config_.intra_op_threads : cores_));
+  dnnl_util::set_max_kernel_threads(std::max(budget_, config_.intra_op_threads));
 #endif
   // The exit fallback for programs whose main thread never uses weft (Note [Runtime teardown]).
   if (!g_atexit_registered.exchange(true)) std::atexit([] { drain_at_exit(); });
@@ -273,10 +273,25 @@ void Runtime::seed(uint64_t seed) {
 }
 
 int Runtime::kernel_started() {
+  // relaxed: the count only sizes teams; a stale view costs at most one thread too many.
   const int running = running_kernels_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const int cap = config_.intra_op_threads > 0 ? config_.intra_op_threads : cores_;
-  if (config_.intra_op_policy == IntraOpPolicy::kFixed) return cap;
-  return std::max(1, std::min(cap, cores_ / running));
+  const int cap = config_.intra_op_threads > 0 ? config_.intra_op_threads : budget_;
+  int threads = cap;
+  if (config_.intra_op_policy == IntraOpPolicy::kAdaptive) {
+    // Note [Thread budget]: the cores other processes leave free, shared among running kernels.
+    threads = std::max(1, std::min(cap, uncontended_cores(budget_) / running));
+  }
+#if WEFT_USE_ONEDNN
+  dnnl_util::begin_kernel(threads);
+#endif
+  return threads;
+}
+
+void Runtime::kernel_finished() {
+#if WEFT_USE_ONEDNN
+  dnnl_util::end_kernel();
+#endif
+  running_kernels_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void waitall() { Runtime::get().engine().wait_for_all(); }

@@ -16,18 +16,22 @@ namespace weft {
 
 /// How kernels share the CPU with the engine's workers.
 enum class IntraOpPolicy {
-  /// A kernel gets the cores not busy with other kernels: cores / (kernels running now). One big
-  /// operation alone uses every core; many small ones run one thread each. (default)
+  /// A kernel gets its share of the budget's free cores: (cores of the thread budget that other
+  /// processes leave free) / (kernels running now). One big operation alone on a quiet machine
+  /// uses every core; many small ones run one thread each; beside a busy process the teams
+  /// shrink (Note [Thread budget] in engine/cpu_budget.h). (default)
   kAdaptive,
   /// Every kernel uses `intra_op_threads` threads.
   kFixed,
 };
 
 struct RuntimeConfig {
+  /// The engine, and the thread budget (engine.num_threads, WEFT_NUM_THREADS) that bounds the
+  /// engine's workers and every kernel's intra-op threads.
   EngineConfig engine = EngineConfig::from_environment();
   PoolConfig pool;
   IntraOpPolicy intra_op_policy = IntraOpPolicy::kAdaptive;
-  /// kFixed: threads per kernel (0 = one per core). kAdaptive: the upper bound (0 = cores).
+  /// kFixed: threads per kernel (0 = the budget). kAdaptive: the upper bound (0 = the budget).
   int intra_op_threads = 0;
 };
 
@@ -91,15 +95,19 @@ class Runtime {
   /// A new storage id (never 0, never reused).
   uint64_t next_storage_id();
 
-  /// Intra-op threads for a kernel starting now; pair with kernel_finished().
+  /// Intra-op threads for a kernel starting now on the calling thread; pair with
+  /// kernel_finished() on the same thread. Sets the thread's OpenMP thread count and makes the
+  /// kernel's oneDNN primitives for that count (Note [Thread budget] in engine/cpu_budget.h).
   int kernel_started();
-  void kernel_finished() { running_kernels_.fetch_sub(1, std::memory_order_relaxed); }
+  void kernel_finished();
+  /// The thread budget (EngineConfig::num_threads resolved): the most threads kept busy.
+  int thread_budget() const { return budget_; }
 
  private:
   static Runtime& get_slow();
   std::shared_ptr<PooledAllocator> allocator_slow(Device device);
   RuntimeConfig config_;
-  int cores_;
+  int budget_;
   PooledAllocator* cpu_pool_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::mutex mutex_;

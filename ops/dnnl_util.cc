@@ -188,7 +188,19 @@ WeightCache& weight_cache() {
 
 std::shared_ptr<void> cache_lookup(const std::string& key,
                                    const std::function<std::shared_ptr<void>()>& make) {
+  return cache_lookup_for(key, planning_threads(), make);
+}
+
+std::shared_ptr<void> cache_lookup_for(const std::string& plain_key, int threads,
+                                       const std::function<std::shared_ptr<void>()>& make) {
   ThreadCache& c = thread_cache();
+  threads = std::max(1, threads);
+  // Note [Primitive thread count]: one entry per thread count.
+  std::string key;
+  key.reserve(plain_key.size() + 8);
+  key += plain_key;
+  key += "|t";
+  key += std::to_string(threads);
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.index.find(key);
@@ -199,11 +211,11 @@ std::shared_ptr<void> cache_lookup(const std::string& key,
     }
   }
   // Built outside the lock: primitive creation can take milliseconds, and `make` may look up
-  // other entries of this thread's cache. Under the largest thread count a kernel may run with
-  // (Note [Primitive thread count]).
+  // other entries of this thread's cache. Under the thread count it is made for (Note
+  // [Primitive thread count]).
   std::shared_ptr<void> value;
   {
-    ScopedThreads threads(max_kernel_threads());
+    ScopedThreads scoped(threads);
     value = make();
   }
   const auto limit =
@@ -294,11 +306,13 @@ std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const T
     std::lock_guard<std::mutex> lock(c.mutex);
     auto it = c.index.find(key);
     if (it != c.index.end()) {
-      if (it->second->version == version) {
+      // The layout is checked too: primitives of one key made for different thread counts may
+      // want different weight layouts (Note [Primitive thread count]).
+      if (it->second->version == version && it->second->memory->get_desc() == want) {
         c.lru.splice(c.lru.begin(), c.lru, it->second);
         return it->second->memory;
       }
-      c.erase(it->second);  // an older version of this weight: it will not be asked for again
+      c.erase(it->second);  // an older version (or layout) of this weight: replaced below
     }
   }
   auto value = std::make_shared<dnnl::memory>(reorder_if_needed(src, want));
@@ -308,7 +322,9 @@ std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const T
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.index.find(key);
   if (it != c.index.end()) {
-    if (it->second->version == version) return value;  // another thread cached it meanwhile
+    if (it->second->version == version && it->second->memory->get_desc() == want) {
+      return value;  // another thread cached it meanwhile
+    }
     c.erase(it->second);
   }
   c.lru.push_front(WeightEntry{key, version, value, bytes});
@@ -320,20 +336,64 @@ std::shared_ptr<dnnl::memory> cached_weight(const std::string& prim_key, const T
 
 // Note [Primitive thread count]
 // oneDNN sizes a primitive's scratchpad and partitions its work for the OpenMP thread count in
-// force when the primitive is created; executing it later with more threads than that is not
-// allowed, with fewer is. weft's kernels run with a count that changes from call to call (the
-// adaptive intra-op policy gives cores / running kernels), and the caches are per thread: a plan
-// made while one kernel had 1 thread would be run later with 2, and the workspace an op asks for
-// when it is pushed (computed from the pushing thread's plan, made under that thread's count)
-// could be smaller than what the worker's plan needs. Creating every primitive under the largest
-// count a kernel may get makes both safe: execution never exceeds creation, and every thread's
-// plan for a key has the same, largest, scratchpad.
+// force when the primitive is created, and many primitives (the JIT convolutions) run with that
+// many threads whatever count is in force when they execute. weft's kernels run with a count
+// that changes from call to call (the adaptive intra-op policy shares the free cores among the
+// kernels running, and fewer cores are free while other processes compete: Note [Thread budget]
+// in engine/cpu_budget.h), so one primitive per key would either ignore the count or be made for
+// too few threads. Primitives are therefore made per thread count: inside a kernel (begin_kernel)
+// under the kernel's count, with the count in the cache key. The workspace an op asks for when
+// it is pushed is computed outside any kernel, under the largest count a kernel may get
+// (max_kernel_threads; WidestPlans when the push happens inside a kernel). oneDNN's scratchpads
+// are mostly per-thread buffers times the thread count, so that plan usually needs the most; where
+// the plan for fewer threads would need more (another blocking, a padded format), cached()
+// returns the plan for the most threads instead, which runs correctly with fewer threads in force
+// (it then takes the threads it was made for).
 namespace {
 std::atomic<int>& max_threads_setting() {
   static std::atomic<int> n{0};
   return n;
 }
+// The intra-op threads of the kernel running on this thread; 0 outside kernels.
+thread_local int t_kernel_threads = 0;
 }  // namespace
+
+int planning_threads() {
+  const int max = max_kernel_threads();
+  return t_kernel_threads > 0 ? std::min(t_kernel_threads, max) : max;
+}
+
+namespace {
+// What the kernel running on this thread interrupted (the thread's state before begin_kernel:
+// outside any kernel, or in a kernel that ran a tiny one inline), restored by end_kernel: the
+// kernel count and the thread's OpenMP count, which code outside kernels may rely on (a
+// primitive made directly, outside the cache, is made for it). Deeper nesting than this keeps
+// the innermost state.
+constexpr int kMaxKernelNesting = 16;
+struct OuterState {
+  int kernel_threads;
+  int omp_threads;
+};
+thread_local OuterState t_outer[kMaxKernelNesting];
+thread_local int t_kernel_depth = 0;
+}  // namespace
+
+void begin_kernel(int n) {
+  const int omp = omp_get_max_threads();
+  if (t_kernel_depth < kMaxKernelNesting) t_outer[t_kernel_depth] = {t_kernel_threads, omp};
+  ++t_kernel_depth;
+  t_kernel_threads = std::max(1, n);
+  if (omp != t_kernel_threads) omp_set_num_threads(t_kernel_threads);
+}
+
+void end_kernel() {
+  if (t_kernel_depth == 0) return;
+  --t_kernel_depth;
+  if (t_kernel_depth >= kMaxKernelNesting) return;
+  const OuterState outer = t_outer[t_kernel_depth];
+  t_kernel_threads = outer.kernel_threads;
+  if (omp_get_max_threads() != outer.omp_threads) omp_set_num_threads(outer.omp_threads);
+}
 
 void set_max_kernel_threads(int n) {
   max_threads_setting().store(std::max(1, n), std::memory_order_relaxed);

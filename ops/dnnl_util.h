@@ -37,18 +37,44 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, void* ptr);
 /// run on two threads at once. Each thread's cache is an LRU bounded in entries
 /// (primitive_cache_limit(), default kDefaultPrimitiveCacheEntries, WEFT_DNNL_PRIMITIVE_CACHE);
 /// a thread's cache is freed when the thread exits. Note [oneDNN cache bounds].
-/// Returns the cached value, building it with `make` on a miss. Thread-safe.
+/// Entries are made for, and keyed by, the thread count planning_threads() gives (Note
+/// [Primitive thread count]). Returns the cached value, building it with `make` on a miss.
+/// Thread-safe.
 std::shared_ptr<void> cache_lookup(const std::string& key,
                                    const std::function<std::shared_ptr<void>()>& make);
+/// cache_lookup for `threads` OpenMP threads instead of planning_threads().
+std::shared_ptr<void> cache_lookup_for(const std::string& key, int threads,
+                                       const std::function<std::shared_ptr<void>()>& make);
+
+/// The OpenMP thread count primitives looked up on this thread are made for: the running
+/// kernel's (begin_kernel), else max_kernel_threads(). Note [Primitive thread count].
+int planning_threads();
+int max_kernel_threads();
 
 /// The cached value for `key` on this thread. The reference stays valid for at least the calling
 /// thread's next kPinnedLookups lookups, even if the bound evicts the entry meanwhile (a kernel
 /// uses it within its own call).
+///
+/// A plan type with a `workspace_bytes()` member (the workspace the op asks for when it is
+/// pushed, computed from the plan for max_kernel_threads()) never needs more workspace than that:
+/// when the plan for the kernel's fewer threads would, the plan for the most threads is returned
+/// instead (Note [Primitive thread count]).
 template <typename T>
 T& cached(const std::string& key, const std::function<T()>& make) {
-  auto p = cache_lookup(
-      key, [&] { return std::static_pointer_cast<void>(std::make_shared<T>(make())); });
-  return *static_cast<T*>(p.get());
+  const std::function<std::shared_ptr<void>()> build = [&] {
+    return std::static_pointer_cast<void>(std::make_shared<T>(make()));
+  };
+  auto p = cache_lookup(key, build);
+  T& plan = *static_cast<T*>(p.get());
+  if constexpr (requires(const T& t) { static_cast<size_t>(t.workspace_bytes()); }) {
+    const int widest = max_kernel_threads();
+    if (planning_threads() < widest) {
+      auto w = cache_lookup_for(key, widest, build);
+      T& sized = *static_cast<T*>(w.get());
+      if (plan.workspace_bytes() > sized.workspace_bytes()) return sized;
+    }
+  }
+  return plan;
 }
 
 /// Default bound of each thread's primitive cache, in entries.
@@ -101,11 +127,30 @@ inline std::pair<uint64_t, uint64_t> input_identity(const OpContext& ctx, int i)
   return {ctx.input_storage_ids[i], ctx.input_versions[i]};
 }
 
-/// The most intra-op threads any kernel may be given (the runtime sets it from its intra-op
-/// policy; default: the machine's cores). Every cached primitive is created under this many
-/// OpenMP threads (Note [Primitive thread count]). Thread-safe.
+/// The most intra-op threads any kernel may be given (the runtime sets it from its thread
+/// budget; default: the machine's cores). Primitives built outside a kernel (the workspace a
+/// pushed op asks for) are made for this many OpenMP threads (Note [Primitive thread count]).
+/// Thread-safe.
 void set_max_kernel_threads(int n);
-int max_kernel_threads();
+
+/// Marks the calling thread as running a kernel with `n` intra-op threads (the runtime calls it
+/// when a kernel starts): sets the thread's OpenMP thread count, and primitives the kernel looks
+/// up are made for `n` threads (Note [Primitive thread count]). end_kernel() restores the state
+/// before the matching begin_kernel (kernels nest when one runs a tiny kernel inline). Both act
+/// on the calling thread only.
+void begin_kernel(int n);
+void end_kernel();
+
+/// Makes primitives looked up on this thread for max_kernel_threads() during the scope, as
+/// outside kernels: for computing the workspace an op asks for when it is pushed from inside a
+/// kernel (Note [Primitive thread count]).
+class WidestPlans {
+ public:
+  WidestPlans() { begin_kernel(max_kernel_threads()); }
+  ~WidestPlans() { end_kernel(); }
+  WidestPlans(const WidestPlans&) = delete;
+  WidestPlans& operator=(const WidestPlans&) = delete;
+};
 
 /// Sets the OpenMP thread count for oneDNN and OpenMP loops on this thread for the scope.
 class ScopedThreads {

@@ -26,6 +26,7 @@ class EnvTest : public ::testing::Test {
  protected:
   ScopedEnv engine_{"WEFT_ENGINE", std::nullopt};
   ScopedEnv workers_{"WEFT_CPU_WORKERS", std::nullopt};
+  ScopedEnv threads_{"WEFT_NUM_THREADS", std::nullopt};
   ScopedEnv profile_{"WEFT_PROFILE", std::nullopt};
 };
 
@@ -51,6 +52,21 @@ TEST_F(EnvTest, ReadsEngineKind) {
 TEST_F(EnvTest, ReadsCpuWorkers) {
   ScopedEnv set("WEFT_CPU_WORKERS", "3");
   EXPECT_EQ(read_environment().cpu_workers, 3);
+}
+
+TEST_F(EnvTest, ReadsThreadBudget) {
+  EXPECT_FALSE(read_environment().num_threads.has_value());
+  ScopedEnv set("WEFT_NUM_THREADS", "6");
+  EXPECT_EQ(read_environment().num_threads, 6);
+}
+
+TEST_F(EnvTest, MalformedThreadBudgetThrowsValueErrorNamingVariable) {
+  for (const char* bad : {"lots", "0", "-1", "2x", "5000"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv set("WEFT_NUM_THREADS", bad);
+    const std::string message = read_error();
+    EXPECT_NE(message.find("WEFT_NUM_THREADS"), std::string::npos) << message;
+  }
 }
 
 TEST_F(EnvTest, ReadsProfilePath) {

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "engine/cpu_budget.h"
 #include "engine/engine.h"
 #include "tests/base/scoped_env.h"
 #include "tests/engine/engine_test_util.h"
@@ -15,6 +16,7 @@ class EngineConfigTest : public ::testing::Test {
  protected:
   ScopedEnv engine_{"WEFT_ENGINE", std::nullopt};
   ScopedEnv workers_{"WEFT_CPU_WORKERS", std::nullopt};
+  ScopedEnv threads_{"WEFT_NUM_THREADS", std::nullopt};
   ScopedEnv profile_{"WEFT_PROFILE", std::nullopt};
   ScopedEnv profile_events_{"WEFT_PROFILE_MAX_EVENTS", std::nullopt};
 };
@@ -81,10 +83,43 @@ TEST_F(EngineConfigTest, MalformedWorkersThrowsValueErrorNamingVariable) {
   }
 }
 
-TEST_F(EngineConfigTest, DefaultCpuWorkersIsOnePerHardwareThread) {
+TEST_F(EngineConfigTest, DefaultCpuWorkersIsOnePerCoreOfTheProcess) {
   auto engine = Engine::create(make_config(EngineKind::kThreaded, 0));
-  EXPECT_EQ(engine->num_workers(Device::cpu()), cpu_core_count());
+  EXPECT_EQ(engine->num_workers(Device::cpu()), process_cpu_cores());
   run_with_deadline("engine destruction", [&] { engine.reset(); });
+}
+
+TEST_F(EngineConfigTest, ThreadBudgetSetsTheDefaultWorkerCount) {
+  EngineConfig config = make_config(EngineKind::kThreaded, 0);
+  config.num_threads = 3;
+  auto engine = Engine::create(config);
+  EXPECT_EQ(engine->num_workers(Device::cpu()), 3);
+  run_with_deadline("engine destruction", [&] { engine.reset(); });
+  config.cpu_workers = 2;  // explicit workers win over the budget
+  engine = Engine::create(config);
+  EXPECT_EQ(engine->num_workers(Device::cpu()), 2);
+  run_with_deadline("engine destruction", [&] { engine.reset(); });
+}
+
+TEST_F(EngineConfigTest, EnvironmentSetsThreadBudget) {
+  EXPECT_EQ(EngineConfig::from_environment().num_threads, 0);
+  ScopedEnv threads("WEFT_NUM_THREADS", "5");
+  EXPECT_EQ(EngineConfig::from_environment().num_threads, 5);
+}
+
+TEST_F(EngineConfigTest, MalformedThreadBudgetThrowsValueErrorNamingVariable) {
+  for (const char* bad : {"all", "0", "-2", "3 "}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv threads("WEFT_NUM_THREADS", bad);
+    std::string message = config_error();
+    EXPECT_NE(message.find("WEFT_NUM_THREADS"), std::string::npos) << message;
+  }
+}
+
+TEST_F(EngineConfigTest, InvalidThreadBudgetIsRejected) {
+  EngineConfig config = make_config(EngineKind::kThreaded, 0);
+  config.num_threads = -1;
+  EXPECT_THROW(Engine::create(config), ValueError);
 }
 
 TEST_F(EngineConfigTest, NegativeWorkerCountIsRejected) {

@@ -31,25 +31,27 @@ using detail::OprBlock;
 using detail::ReadyQueue;
 using detail::ReadyQueueTestPeer;
 
-TEST(BackoffTest, PausesInGrowingRunsThenYieldsOnEveryStep) {
+TEST(BackoffTest, PausesInGrowingRunsThenGivesTheCoreAwayOnEveryStep) {
   Backoff backoff;
   for (int i = 0; i <= Backoff::kPauseDoublings; ++i) {
-    EXPECT_FALSE(backoff.yielding()) << "step " << i;
+    EXPECT_FALSE(backoff.giving_way()) << "step " << i;
     backoff.pause();
   }
-  EXPECT_TRUE(backoff.yielding());
-  EXPECT_EQ(backoff.yields(), 0);
-  for (int i = 0; i < 5; ++i) backoff.pause();
-  EXPECT_EQ(backoff.yields(), 5);
+  EXPECT_TRUE(backoff.giving_way());
+  EXPECT_EQ(backoff.gave_way(), 0);
+  // Yields, then sleeps (kFirstSleep, doubling up to kLongestSleep).
+  const int steps = Backoff::kYieldSteps + 3;
+  for (int i = 0; i < steps; ++i) backoff.pause();
+  EXPECT_EQ(backoff.gave_way(), steps);
   backoff.reset();
-  EXPECT_FALSE(backoff.yielding());
-  EXPECT_EQ(backoff.yields(), 0);
+  EXPECT_FALSE(backoff.giving_way());
+  EXPECT_EQ(backoff.gave_way(), 0);
 }
 
 // A consumer that finds the queue non-empty but cannot take the operation yet (its producer was
 // preempted between the tail exchange and the link store) must give its core away rather than
 // retry in a tight loop, and must get the operation once the link is written.
-TEST(ReadyQueueTest, ConsumerYieldsWhileAProducerIsStoppedMidPush) {
+TEST(ReadyQueueTest, ConsumerGivesWayWhileAProducerIsStoppedMidPush) {
   ReadyQueue queue;
   auto op = std::make_unique<OprBlock>();
   OprBlock* previous = ReadyQueueTestPeer::begin_push(queue, op.get());  // the producer stops
@@ -57,17 +59,17 @@ TEST(ReadyQueueTest, ConsumerYieldsWhileAProducerIsStoppedMidPush) {
   std::atomic<OprBlock*> taken{nullptr};
   std::thread consumer([&] { taken.store(queue.pop([](bool) {})); });
 
-  // Wait (bounded) until the consumer has yielded a few times while the link is missing.
+  // Wait (bounded) until the consumer has given way a few times while the link is missing.
   const auto deadline = std::chrono::steady_clock::now() + kBlockLimit;
-  while (queue.stalled_yields() < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (queue.stalled_waits() < 3 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
-  const int64_t yields = queue.stalled_yields();
+  const int64_t waits = queue.stalled_waits();
   EXPECT_EQ(taken.load(), nullptr) << "the consumer took an operation that was not linked yet";
 
   ReadyQueueTestPeer::finish_push(previous, op.get());  // the producer resumes
   run_with_deadline("consumer", [&] { consumer.join(); });
-  EXPECT_GE(yields, 3) << "the consumer never yielded while waiting for the producer's link";
+  EXPECT_GE(waits, 3) << "the consumer never gave way while waiting for the producer's link";
   EXPECT_EQ(taken.load(), op.get());
   queue.shutdown();
 }
@@ -87,7 +89,7 @@ TEST(ReadyQueueTest, OperationsPushedWhileAnEarlierPushIsInFlightComeOutInOrder)
     }
   });
   const auto deadline = std::chrono::steady_clock::now() + kBlockLimit;
-  while (queue.stalled_yields() < 1 && std::chrono::steady_clock::now() < deadline) {
+  while (queue.stalled_waits() < 1 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
   EXPECT_EQ(taken_count.load(), 0);
