@@ -311,13 +311,17 @@ ArrayMap to_array_map(nb::handle given, const std::vector<std::string>& names, D
 
 std::unique_ptr<PyExecutor> bind(const Symbol& s, nb::handle device, nb::handle args,
                                  nb::handle aux, nb::handle grad_req, nb::handle shapes,
-                                 nb::handle dtypes, bool fuse, bool allow_extra) {
+                                 nb::handle dtypes, bool fuse, bool allow_extra, bool layouts,
+                                 uint32_t bulk) {
   auto g = std::make_shared<const graph::Graph>(s.to_graph());
   const std::vector<std::string> arg_names = g->list_arguments();
   const std::vector<std::string> aux_names = g->list_auxiliary_states();
   graph::BindOptions bo;
   bo.device = to_device(device);
   bo.fuse = fuse;
+  bo.layouts = layouts;
+  if (bulk < 1) throw ValueError("bind: bulk must be at least 1 (1 pushes every node alone)");
+  bo.bulk_max_nodes = bulk;
   auto check_input = [&](const std::string& name, const char* what) {
     if (!contains(arg_names, name) && !contains(aux_names, name)) {
       throw ValueError(std::string("bind: ") + what + " given for '" + name +
@@ -475,12 +479,14 @@ void init_graph(nb::module_& m) {
       .def("bind", &bind, nb::arg("device") = nb::none(), nb::arg("args") = nb::none(),
            nb::arg("aux") = nb::none(), nb::arg("grad_req") = "null",
            nb::arg("shapes") = nb::none(), nb::arg("dtypes") = nb::none(), nb::arg("fuse") = true,
-           nb::arg("allow_extra") = false,
+           nb::arg("allow_extra") = false, nb::arg("layouts") = true, nb::arg("bulk") = 16,
            "Binds to an executor. args/aux: arrays by name (a dict) or in list order, used as "
            "they are; the rest are allocated (zeros); allow_extra: skip arrays of variables the "
            "symbol lacks. shapes/dtypes: of inputs given no array. "
            "grad_req: 'null', 'write', 'add', or a dict by argument name. fuse: inference "
-           "rewrites (conv+BN+ReLU) when no gradient is requested.")
+           "rewrites (conv+BN+ReLU) when no gradient is requested. layouts: keep oneDNN's formats "
+           "between operators in inference (reorders only where needed). bulk: most chained "
+           "nodes pushed as one engine operation (1: every node alone).")
       .def("__repr__", &symbol_repr);
 
   nb::class_<PyExecutor>(m, "Executor",

@@ -453,3 +453,42 @@ def test_errors_name_the_problem_and_the_process_goes_on(tmp_path):
     out = ex.forward(data=np.ones((4, 5)))[0].asnumpy()
     np.testing.assert_array_equal(out, np.zeros((4, 2), np.float32))
     weft.waitall()
+
+
+def _conv3x3_reference(x, w, b):
+    """Cross-correlation with pad 1 in float64: x (N, C, H, W), w (F, C, 3, 3)."""
+    n, c, h, wd = x.shape
+    xp = np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, wd))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,fc->nfhw", xp[:, :, i:i + h, j:j + wd], w[:, :, i, j])
+    return out + b.reshape(1, -1, 1, 1)
+
+
+@pytest.mark.parametrize("layouts,bulk", [(True, 16), (False, 16), (True, 1), (False, 1)])
+def test_bind_layouts_and_bulk_against_numpy(rng, layouts, bulk):
+    # conv -> relu -> conv (+ the first relu) -> relu -> 2x2 max pool: the inference rewrite
+    # fuses the residual add; layouts keep oneDNN's formats between the ops; bulk pushes the
+    # chain as one engine operation. Every combination gives the float64 reference.
+    data = sym.Variable("data")
+    c1 = sym.Convolution(data, num_filter=12, kernel=(3, 3), pad=(1, 1), name="c1")
+    r1 = sym.Activation(c1, act_type="relu", name="r1")
+    c2 = sym.Convolution(r1, num_filter=12, kernel=(3, 3), pad=(1, 1), name="c2")
+    r2 = sym.Activation(c2 + r1, act_type="relu", name="r2")
+    net = sym.Pooling(r2, kernel=(2, 2), stride=(2, 2), pool_type="max", name="pool")
+    x = rng.standard_normal((2, 5, 8, 8)).astype(np.float32)
+    w1 = (0.3 * rng.standard_normal((12, 5, 3, 3))).astype(np.float32)
+    b1 = rng.standard_normal(12).astype(np.float32)
+    w2 = (0.2 * rng.standard_normal((12, 12, 3, 3))).astype(np.float32)
+    b2 = rng.standard_normal(12).astype(np.float32)
+    h1 = np.maximum(_conv3x3_reference(x, w1, b1), 0)
+    h2 = np.maximum(_conv3x3_reference(h1, w2, b2) + h1, 0)
+    want = h2.reshape(2, 12, 4, 2, 4, 2).max(axis=(3, 5))
+    ex = net.bind(args={"c1_weight": w1, "c1_bias": b1, "c2_weight": w2, "c2_bias": b2},
+                  shapes={"data": x.shape}, layouts=layouts, bulk=bulk)
+    for _ in range(2):
+        (y,) = ex.forward(data=x)
+        np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="bulk"):
+        net.bind(shapes={"data": x.shape}, bulk=0)
