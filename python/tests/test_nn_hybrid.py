@@ -13,13 +13,14 @@ from weft import autograd as ag
 RTOL = 1e-5  # fusion and a different operator order may change float32 rounding
 
 
-def assert_close(actual, expected, rtol=RTOL, what=""):
-    """Per element |a - e| <= atol + rtol*|e|, atol a small fraction of the largest |e| (so
-    that elements near zero, where the relative error means nothing, are held to the scale)."""
+def assert_close(actual, expected, rtol=RTOL, what="", scale=0.0):
+    """Per element |a - e| <= atol + rtol*|e|, atol a small fraction of the largest |e| or of
+    `scale` if larger (so that elements near zero, where the relative error means nothing, are
+    held to the scale)."""
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    atol = rtol * 0.1 * max(float(np.abs(expected).max(initial=0.0)), 1e-30)
+    atol = rtol * 0.1 * max(float(np.abs(expected).max(initial=0.0)), scale, 1e-30)
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
 
 
@@ -112,10 +113,14 @@ def test_training_gradients_and_moving_stats_equal_imperative(name, rng):
     y = train_step(model, p_hyb, x, w, hybrid=True)
     assert_close(y, y_imp, what=f"{name} training output")
     assert p_hyb.trainable(), name
+    # A convolution's bias followed by training-mode BatchNorm has an exact gradient of zero: both
+    # paths return rounding noise of the size of the terms summed, which depends on the order the
+    # threads add them in. Such gradients are held to the scale of the largest gradient.
+    scale = max(float(np.abs(p_imp[k].grad.asnumpy()).max()) for k in p_imp.trainable())
     for k in p_imp.trainable():
         g_imp, g_hyb = p_imp[k].grad, p_hyb[k].grad
         assert g_imp is not None and g_hyb is not None, k
-        assert_close(g_hyb.asnumpy(), g_imp.asnumpy(), what=f"{name} grad {k}")
+        assert_close(g_hyb.asnumpy(), g_imp.asnumpy(), what=f"{name} grad {k}", scale=scale)
     for k in p_imp.auxiliary():
         moved = np.abs(p_imp[k].asnumpy() - params[k].asnumpy()).max()
         assert moved > 1e-6, f"{name}: {k} was not updated in training"
