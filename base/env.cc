@@ -26,6 +26,18 @@ std::optional<int64_t> get_integer(const char* name, int64_t low, int64_t high) 
       << name << " must be an integer in [" << low << ", " << high << "], got '" << *text << "'";
   return static_cast<int64_t>(n);
 }
+
+// A positive real variable, or nullopt when unset.
+std::optional<double> get_positive(const char* name) {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text->c_str(), &end);
+  WEFT_CHECK(end != nullptr && *end == '\0' && errno == 0 && v > 0 && v < 1e9)
+      << name << " must be a positive number, got '" << *text << "'";
+  return v;
+}
 }  // namespace
 
 Environment read_environment() {
@@ -47,6 +59,17 @@ Environment read_environment() {
   env.profile_max_events = get_integer("WEFT_PROFILE_MAX_EVENTS", 1, int64_t{1} << 40);
   env.dnnl_primitive_cache_entries = get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);
   env.dnnl_weight_cache_mb = get_integer("WEFT_DNNL_WEIGHT_CACHE_MB", 0, int64_t{1} << 30);
+  env.dist_timeout_s = get_positive("WEFT_DIST_TIMEOUT");
+  env.dist_fusion_bytes = get_integer("WEFT_DIST_FUSION_BYTES", 0, int64_t{1} << 40);
+  env.dist_cycle_ms = get_positive("WEFT_DIST_CYCLE_MS");
+  if (auto n = get_integer("WEFT_RANK", 0, 1 << 24)) env.rank = static_cast<int>(*n);
+  if (auto n = get_integer("WEFT_WORLD_SIZE", 1, 1 << 24)) env.world_size = static_cast<int>(*n);
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (get(v)) {
+      env.mpi_launcher = v;
+      break;
+    }
+  }
   return env;
 }
 

@@ -21,6 +21,19 @@ struct Environment {
   std::optional<int64_t> dnnl_primitive_cache_entries;
   /// WEFT_DNNL_WEIGHT_CACHE_MB: budget of the oneDNN reordered-weight cache in MiB (>= 0)
   std::optional<int64_t> dnnl_weight_cache_mb;
+  /// WEFT_DIST_TIMEOUT: seconds before a silent rank or an unmatched collective fails (> 0)
+  std::optional<double> dist_timeout_s;
+  /// WEFT_DIST_FUSION_BYTES: the tensor fusion buffer's size in bytes (>= 0; 0 turns fusion off)
+  std::optional<int64_t> dist_fusion_bytes;
+  /// WEFT_DIST_CYCLE_MS: the longest small allreduces wait to be fused, in milliseconds (> 0)
+  std::optional<double> dist_cycle_ms;
+  /// WEFT_RANK / WEFT_WORLD_SIZE: the rank and group size a launcher promises (checked by
+  /// dist::init against the transport's)
+  std::optional<int> rank;
+  std::optional<int> world_size;
+  /// The name of the first launcher variable MPI reads that is set (OMPI_COMM_WORLD_SIZE from
+  /// Open MPI's mpirun, PMIX_RANK, PMI_RANK), when the process was started by such a launcher.
+  std::optional<std::string> mpi_launcher;
 };
 
 /// Reads and validates the WEFT_* variables. Throws ValueError naming the variable and its value
