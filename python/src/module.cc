@@ -1,5 +1,6 @@
 // The extension module weft._weft: error translation, conversions, and the init functions of each
-// part (arrays, DLPack, autograd, operators, graphs, runtime). The Python package `weft` wraps it.
+// part (arrays, DLPack, autograd, operators, graphs, runtime, data, dist). The Python package
+// `weft` wraps it.
 #include <nanobind/nanobind.h>
 
 #include <exception>
@@ -72,4 +73,5 @@ NB_MODULE(_weft, m) {
   init_ops(m);
   init_graph(m);
   init_data(m);
+  init_dist(m);
 }

@@ -1,5 +1,6 @@
 """Training: ``Trainer.step`` (forward under autograd, loss, backward, one optimizer update) and
-``Trainer.fit`` (epochs over batches with a progress bar and metrics)."""
+``Trainer.fit`` (epochs over batches with a progress bar and metrics), on one process or
+data-parallel over ``weft.dist`` (``distributed=True``)."""
 from __future__ import annotations
 
 import sys
@@ -87,18 +88,54 @@ class Trainer:
     """Trains ``model`` (a Layer) with ``optimizer`` on ``loss`` (a Loss).
 
     ``params``: the parameters to train (default: the model's own, from ``initialize``); their
-    gradients are attached here. A hybridized model trains through its bound graph."""
+    gradients are attached here. A hybridized model trains through its bound graph.
 
-    def __init__(self, model, optimizer, loss, params=None):
+    ``distributed=True`` trains data-parallel over the processes of ``weft.dist`` (joined here
+    when the program has not called ``weft.dist.init()``): every rank runs this trainer on its
+    own share of each batch (``weft.data``'s ``Dataset.shard(weft.dist.size(),
+    weft.dist.rank())``, or a slice of the global batch). The parameters, auxiliary states
+    included, are broadcast from rank 0 once they exist (here, or at the first step when they
+    are deferred); after each backward the gradients are averaged over ranks (``allreduce``
+    with mean, in the order backward produces them, each starting as soon as it is written)
+    before the optimizer's update. With equal shares and a loss that is a mean over the batch,
+    every rank then takes the step the whole global batch would give. Auxiliary states
+    (BatchNorm's moving statistics) stay per rank after the start."""
+
+    def __init__(self, model, optimizer, loss, params=None, distributed=False):
         self.model, self.optimizer, self.loss = model, optimizer, loss
         self.params = params if params is not None else model.params
+        self.distributed = bool(distributed)
+        if self.distributed:
+            from .. import dist
+
+            if not dist.initialized():
+                dist.init()
         if self.params is not None:
             self._attach()
+            self._broadcast_parameters()
 
     def _attach(self):
         for v in self.params.trainable().values():
             if not v.requires_grad:
                 v.attach_grad()
+
+    def _trainable(self):
+        return self.params.trainable() if hasattr(self.params, "trainable") else self.params
+
+    def _broadcast_parameters(self):
+        # Once, when the parameters first exist: every rank starts from rank 0's values.
+        if self.distributed:
+            from .. import dist
+
+            dist.broadcast_parameters(list(self.params.items()), root=0)
+
+    def _average_gradients(self):
+        # Reverse registration order: backward writes the last layer's gradients first.
+        from .. import dist
+
+        grads = [(k, v.grad) for k, v in reversed(list(self._trainable().items()))
+                 if v.grad is not None]
+        dist.allreduce_gradients(grads)
 
     def step(self, x, y):
         """One training step on a batch; returns the batch's mean loss (an array: reading it
@@ -112,10 +149,13 @@ class Trainer:
                 self.model(x)
             self.params = self.model.params
             self._attach()
+            self._broadcast_parameters()
         with autograd.record():
             out = self.model.apply(self.params, x, train=True)
             loss = self.loss(out, y).mean()
         loss.backward()
+        if self.distributed:
+            self._average_gradients()
         self.optimizer.update(self.params)
         return loss, out
 
