@@ -5,9 +5,9 @@ float32 tensors from 4 B to 64 MiB, with the process group taken from mpirun.
     MASTER_PORT=<free port> mpirun -np 2 /usr/bin/python3 bench/dist/torch_gloo.py [--quick]
 
 Rank and size come from OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE; the rendezvous is
-127.0.0.1:MASTER_PORT (default 29511). Each size is warmed up, then timed for about 0.3 s
-(0.05 s with --quick, which also stops at 1 MiB), at least 3 iterations; rank 0 prints one line
-per size:
+127.0.0.1 on port WEFT_GLOO_PORT, else MASTER_PORT (default 29511). Each size is warmed up, then
+timed for about 0.3 s (0.05 s with --quick, which also stops at 1 MiB), at least 3 iterations;
+rank 0 prints one line per size:
 
     torch_gloo bytes=<B> us=<median microseconds> busbw=<GB/s>
 
@@ -62,7 +62,8 @@ def main():
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ.setdefault("MASTER_PORT", "29511")
+    os.environ["MASTER_PORT"] = os.environ.get("WEFT_GLOO_PORT") or os.environ.get("MASTER_PORT",
+                                                                                 "29511")
     td.init_process_group("gloo", rank=rank, world_size=size)
     torch.set_num_threads(1)
     sizes = QUICK_SIZES if args.quick else SIZES

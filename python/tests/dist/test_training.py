@@ -46,8 +46,11 @@ def _divisible():
         pytest.skip(f"a batch of {GLOBAL_BATCH} does not split over {dist.size()} ranks")
 
 
-def test_distributed_sgd_steps_equal_whole_batch_steps():
+@pytest.mark.parametrize("hybridize", [False, True], ids=["imperative", "hybridized"])
+def test_distributed_sgd_steps_equal_whole_batch_steps(hybridize):
     model, ref_model = build(), build()
+    if hybridize:  # the distributed model through its bound graph; the reference imperative
+        model.hybridize()
     params = model.init((None, 1, 8, 8), seed=0)
     ref_params = ref_model.init((None, 1, 8, 8), seed=0)
     if dist.rank() != 0:  # the broadcast at construction must replace these
