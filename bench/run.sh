@@ -17,7 +17,9 @@
 # (bench/python/train_bench.py: a hybridized weft.nn ResNet-18 training step against PyTorch's),
 # serve (bench/serve/run.sh: `weft serve` under wrk against a PyTorch server on the same graph),
 # data (weft_data_bench through bench/data/run.sh: input pipelines of weft::data against PyTorch's
-# DataLoader, and tf.data where installed, on the same generated images).
+# DataLoader, and tf.data where installed, on the same generated images), dist (weft_dist_bench
+# through bench/dist/run.sh: allreduce through the engine against plain MPI_Allreduce and
+# torch.distributed with Gloo, under mpirun).
 # A new suite adds one arm to each of the two case statements below; python and train build
 # nothing and run from the first.
 #
@@ -40,7 +42,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python train serve data"
+suites="engine memory ops planner replay ffi python train serve data dist"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -91,6 +93,9 @@ case "${suite}" in
     ;;
   data)
     target=weft_data_bench  # bench/data/run.sh installs its peers (python3-torch, python3-pil)
+    ;;
+  dist)
+    target=weft_dist_bench  # needs MPI (libopenmpi-dev); the Gloo peer is Debian's python3-torch
     ;;
   python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
@@ -239,6 +244,9 @@ case "${suite}" in
     ;;
   serve)
     WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/serve/run.sh" "$@"
+    ;;
+  dist)
+    WEFT_DIST_BENCH_BIN="${build}/bench/dist/weft_dist_bench" exec "${repo}/bench/dist/run.sh" "$@"
     ;;
   data)
     WEFT_DATA_BENCH_BIN="${build}/bench/data/weft_data_bench" exec "${repo}/bench/data/run.sh" "$@"

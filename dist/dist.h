@@ -13,6 +13,10 @@
 #include "base/error.h"
 #include "ndarray/ndarray.h"
 
+namespace weft::graph {
+class Executor;
+}
+
 namespace weft::dist {
 
 /// A collective failed across processes: a rank stopped answering or did not issue a collective
@@ -107,6 +111,14 @@ void barrier(const CollectiveOptions& options = {});
 /// allreduce, so each starts as soon as its gradient is written; the first layers' gradients
 /// (needed first by the next step) get the highest priority. Names are prefixed "grad.".
 void allreduce_gradients(const std::vector<std::pair<std::string, NDArray>>& grads);
+/// Data-parallel backward of a bound training graph: pushes exec.backward(head_grads), then the
+/// averaging allreduce of every argument gradient it writes except those named in `skip` (inputs
+/// usually have no gradient anyway), last arguments first — the order backward produces them —
+/// with allreduce_gradients' priorities, named "grad.<argument>". Returns at once: each allreduce
+/// runs as soon as the backward operation writing its gradient has, while the rest of backward
+/// runs.
+void data_parallel_backward(graph::Executor& exec, const std::vector<NDArray>& head_grads = {},
+                            const std::vector<std::string>& skip = {});
 /// Makes every rank's `params` equal to rank 0's (start of data-parallel training).
 void broadcast_parameters(const std::vector<std::pair<std::string, NDArray>>& params, int root = 0);
 

@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libtbb-dev libdnnl-dev libdlpack-dev libboost-dev
   libjpeg62-turbo-dev libpng-dev
+  openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-numpy python3-pytest python3-torch python3-matplotlib
 )
 
