@@ -16,3 +16,4 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j 2 --timeout 300
 "$root/scripts/python_test.sh" "$build"
+"$root/scripts/dist_test.sh" "$build"

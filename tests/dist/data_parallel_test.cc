@@ -16,7 +16,6 @@ namespace {
 using graph::BindOptions;
 using graph::Executor;
 
-
 TEST(DataParallel, AveragedSliceGradientsEqualTheWholeBatch) {
   const int64_t batch = 8;
   if (batch % size() != 0) GTEST_SKIP() << "batch " << batch << " over " << size() << " ranks";
