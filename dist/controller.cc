@@ -529,6 +529,10 @@ bool Controller::step_peer(std::vector<Request>& fresh, bool stopping, bool* act
 bool Controller::execute(const std::string& message) {
   Reader in(message);
   auto n = in.get<uint32_t>();
+  {
+    std::lock_guard lock(mu_);
+    stats_.cycles += 1;  // one schedule from rank 0 (an empty one is a heartbeat)
+  }
   for (uint32_t i = 0; i < n; ++i) {
     auto type = static_cast<Response>(in.get<uint8_t>());
     std::vector<std::string> keys(in.get<uint32_t>());
@@ -631,7 +635,6 @@ void Controller::run_group(const std::vector<std::string>& keys) {
     if (group.size() > 1) stats_.fused_batches += 1;
     if (group.front().meta.kind == Kind::kAllreduce)
       stats_.bytes_reduced += static_cast<int64_t>(payload);
-    stats_.cycles += 1;
   }
   for (auto& r : group) r.done(error);
 }

@@ -128,7 +128,7 @@ struct Stats {
   int64_t fused_batches = 0;    ///< transport calls that carried more than one allreduce
   int64_t transport_calls = 0;  ///< transport calls made (fused or not)
   int64_t bytes_reduced = 0;    ///< bytes of allreduce payload
-  int64_t cycles = 0;           ///< negotiation cycles
+  int64_t cycles = 0;           ///< schedules received from rank 0 (heartbeats included)
 };
 Stats stats();
 
