@@ -6,6 +6,7 @@
 
 #include "ops/dnnl_util.h"
 #include "ops/norm_common.h"
+#include "ops/norm_params.h"
 
 namespace weft::detail {
 namespace {
@@ -25,51 +26,6 @@ using norm::store;
 //   moving_var  = moving_var  * momentum + var  * (1 - momentum)      (biased var, as MXNet CPU)
 // MXNet's CPU kernel performs the same update (with the same biased variance) in its backward
 // pass; doing it in the forward pass updates the statistics even when no backward pass runs.
-
-struct BatchNormParam {
-  double eps = 1e-3;
-  double momentum = 0.9;
-  bool fix_gamma = true;
-  bool use_global_stats = false;
-  bool output_mean_var = false;
-  int64_t axis = 1;
-  bool cudnn_off = false;
-  std::optional<double> min_calib_range;
-  std::optional<double> max_calib_range;
-  static void declare(ParamSchema<BatchNormParam>& s) {
-    s.field("eps", &BatchNormParam::eps)
-        .set_default(1e-3)
-        .lower_bound(0)
-        .describe("added to the variance");
-    s.field("momentum", &BatchNormParam::momentum)
-        .set_default(0.9)
-        .describe("moving-average momentum");
-    s.field("fix_gamma", &BatchNormParam::fix_gamma)
-        .set_default(true)
-        .describe("use gamma = 1, no gamma gradient");
-    s.field("use_global_stats", &BatchNormParam::use_global_stats)
-        .set_default(false)
-        .describe("use the moving statistics in training too");
-    s.field("output_mean_var", &BatchNormParam::output_mean_var)
-        .set_default(false)
-        .describe("make mean, var visible");
-    s.field("axis", &BatchNormParam::axis)
-        .set_default(1)
-        .describe("channel axis (negative counts from the end)");
-    s.field("cudnn_off", &BatchNormParam::cudnn_off).set_default(false).describe("ignored on CPU");
-    s.field("min_calib_range", &BatchNormParam::min_calib_range)
-        .set_default(std::nullopt)
-        .describe("quantization calibration only; ignored");
-    s.field("max_calib_range", &BatchNormParam::max_calib_range)
-        .set_default(std::nullopt)
-        .describe("quantization calibration only; ignored");
-    s.check([](BatchNormParam& p) {
-      if (p.min_calib_range && p.max_calib_range) {
-        WEFT_CHECK(*p.min_calib_range <= *p.max_calib_range) << "min_calib_range > max_calib_range";
-      }
-    });
-  }
-};
 
 // Infers data <-> out and the (C,) shapes of gamma, beta, moving stats and the mean/var outputs.
 // `n_vec_in` vector inputs follow data at 1.., `n_vec_out` vector outputs follow out at 1...

@@ -2,6 +2,7 @@
 // normalisation across channels), with their backward ops. LRN's float32 4-D forward uses oneDNN.
 #include "ops/dnnl_util.h"
 #include "ops/norm_common.h"
+#include "ops/norm_params.h"
 
 namespace weft::detail {
 namespace {
@@ -11,24 +12,6 @@ using norm::split_at;
 using norm::store;
 
 // ---- LayerNorm ----------------------------------------------------------------------------------
-
-struct LayerNormParam {
-  int64_t axis = -1;
-  double eps = 1e-5;
-  bool output_mean_var = false;
-  static void declare(ParamSchema<LayerNormParam>& s) {
-    s.field("axis", &LayerNormParam::axis)
-        .set_default(-1)
-        .describe("normalised axis (negative counts from the end)");
-    s.field("eps", &LayerNormParam::eps)
-        .set_default(1e-5)
-        .lower_bound(0)
-        .describe("added to the variance");
-    s.field("output_mean_var", &LayerNormParam::output_mean_var)
-        .set_default(false)
-        .describe("make mean, std visible");
-  }
-};
 
 // in: data, gamma, beta (or for backward: out_grad, data, gamma, mean, std); out: out, mean, std
 // (or data/gamma/beta gradients). `data` is input `di`; vectors (D,) at `vec_in`, `vec_out`; the

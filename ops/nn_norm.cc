@@ -3,6 +3,7 @@
 // (alias Softmax) and the Linear/Logistic/MAE regression outputs.
 #include "ops/builtin_ops.h"
 #include "ops/norm_common.h"
+#include "ops/norm_params.h"
 
 namespace weft::detail {
 namespace {
@@ -14,51 +15,6 @@ using norm::store;
 
 // ---- SoftmaxOutput
 // -------------------------------------------------------------------------------
-
-enum class LossNorm { kNull, kBatch, kValid };
-
-struct SoftmaxOutputParam {
-  double grad_scale = 1;
-  double ignore_label = -1;
-  bool multi_output = false;
-  bool use_ignore = false;
-  bool preserve_shape = false;
-  LossNorm normalization = LossNorm::kNull;
-  bool out_grad = false;
-  double smooth_alpha = 0;
-  static void declare(ParamSchema<SoftmaxOutputParam>& s) {
-    s.field("grad_scale", &SoftmaxOutputParam::grad_scale)
-        .set_default(1.0)
-        .describe("scales the gradient");
-    s.field("ignore_label", &SoftmaxOutputParam::ignore_label)
-        .set_default(-1.0)
-        .describe("label whose rows get no gradient (with use_ignore)");
-    s.field("multi_output", &SoftmaxOutputParam::multi_output)
-        .set_default(false)
-        .describe("softmax over axis 1 of (N, C, ...) at each position");
-    s.field("use_ignore", &SoftmaxOutputParam::use_ignore)
-        .set_default(false)
-        .describe("honour ignore_label");
-    s.field("preserve_shape", &SoftmaxOutputParam::preserve_shape)
-        .set_default(false)
-        .describe("softmax over the last axis");
-    s.enum_field(
-         "normalization", &SoftmaxOutputParam::normalization,
-         {{"null", LossNorm::kNull}, {"batch", LossNorm::kBatch}, {"valid", LossNorm::kValid}})
-        .set_default(LossNorm::kNull)
-        .describe(
-            "gradient divided by 1, the batch size, or the number of non-ignored labels "
-            "(multi_output: null and batch also divide by the positions per sample, as MXNet)");
-    s.field("out_grad", &SoftmaxOutputParam::out_grad)
-        .set_default(false)
-        .describe("multiply by the head gradient");
-    s.field("smooth_alpha", &SoftmaxOutputParam::smooth_alpha)
-        .set_default(0.0)
-        .lower_bound(0)
-        .upper_bound(1)
-        .describe("label smoothing");
-  }
-};
 
 /// The (outer, dim, inner) view SoftmaxOutput's softmax runs over.
 AxisSplit softmax_output_split(const SoftmaxOutputParam& p, const int64_t* shape, int ndim) {
@@ -221,15 +177,6 @@ bool loss_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 
 // ---- regression outputs
 // --------------------------------------------------------------------------
-
-struct RegressionParam {
-  double grad_scale = 1;
-  static void declare(ParamSchema<RegressionParam>& s) {
-    s.field("grad_scale", &RegressionParam::grad_scale)
-        .set_default(1.0)
-        .describe("scales the gradient");
-  }
-};
 
 enum class RegressionKind { kLinear, kLogistic, kMAE };
 
