@@ -8,6 +8,8 @@
 #include <random>
 #include <sstream>
 
+#include "tests/ops/op_harness_internal.h"
+
 namespace weft::testing {
 namespace {
 
@@ -23,6 +25,56 @@ struct Buffer {
   size_t size;
 };
 
+// float16 / bfloat16 bit patterns from and to float, rounding to nearest even.
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u)  // NaN stays NaN (quiet), infinity infinity
+    return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
+  if (abs < 0x38800000u) {  // below the smallest normal half: a subnormal (or zero)
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    // value = mant * 2^(e-150); in units of the smallest subnormal (2^-24): mant >> (126 - e).
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int drop = 126 - static_cast<int>(abs >> 23);  // 14..24
+    const uint32_t kept = mant >> drop, rem = mant & ((1u << drop) - 1), half = 1u << (drop - 1);
+    const uint32_t r = kept + ((rem > half || (rem == half && (kept & 1u))) ? 1u : 0u);
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t r = ((abs >> 13) - (112u << 10));  // rebias exponent 127 -> 15
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;  // may carry into the exponent
+  return static_cast<uint16_t>(sign | r);
+}
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -f : f;
+  }
+  uint32_t x = exp == 31 ? (sign | 0x7f800000u | (mant << 13))
+                         : (sign | ((exp + 112u) << 23) | (mant << 13));
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t float_to_bfloat(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+float bfloat_to_float(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 template <typename T>
 void store(void* dst, const std::vector<double>& src) {
   T* p = static_cast<T*>(dst);
@@ -36,12 +88,103 @@ void load(const void* src, std::vector<double>& dst, size_t n) {
 }
 
 void to_buffer(const HostTensor& t, void* dst) {
+  if (t.dtype == DType::kFloat16 || t.dtype == DType::kBFloat16) {
+    auto* p = static_cast<uint16_t*>(dst);
+    const bool half = t.dtype == DType::kFloat16;
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      const float f = static_cast<float>(t.data[i]);
+      p[i] = half ? float_to_half(f) : float_to_bfloat(f);
+    }
+    return;
+  }
   WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness", store<DT>(dst, t.data));
 }
 void from_buffer(HostTensor& t, const void* src) {
-  WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness",
-                    load<DT>(src, t.data, static_cast<size_t>(t.shape.size())));
+  const size_t n = static_cast<size_t>(t.shape.size());
+  if (t.dtype == DType::kFloat16 || t.dtype == DType::kBFloat16) {
+    const auto* p = static_cast<const uint16_t*>(src);
+    const bool half = t.dtype == DType::kFloat16;
+    t.data.resize(n);
+    for (size_t i = 0; i < n; ++i) t.data[i] = half ? half_to_float(p[i]) : bfloat_to_float(p[i]);
+    return;
+  }
+  WEFT_DTYPE_SWITCH(t.dtype, DT, "test harness", load<DT>(src, t.data, n));
 }
+
+size_t bytes_of(const HostTensor& t) { return t.data.size() * dtype_size(t.dtype); }
+
+// The memory of one run: host buffers, and on CUDA device buffers beside them.
+class RunMemory {
+ public:
+  explicit RunMemory(Device device) : device_(device) {
+    if (device.type == DeviceType::kCUDA) {
+#if WEFT_USE_CUDA
+      WEFT_CHECK(device.id == 0) << "the op harness runs CUDA kernels on cuda:0 only";
+      cuda_ = std::make_unique<detail::CudaScratch>();
+#else
+      WEFT_THROW(NotImplemented) << "the op harness cannot run on " << to_string(device)
+                                 << ": this build has no CUDA";
+#endif
+    } else {
+      WEFT_CHECK(device.type == DeviceType::kCPU)
+          << "the op harness cannot run on " << to_string(device);
+    }
+  }
+  // Memory for `t` on the device, holding its values.
+  void* put(const HostTensor& t) {
+    host_.push_back(std::make_unique<Buffer>(bytes_of(t)));
+    to_buffer(t, host_.back()->ptr);
+#if WEFT_USE_CUDA
+    if (cuda_) {
+      void* d = cuda_->alloc(bytes_of(t));
+      cuda_->upload(d, host_.back()->ptr, bytes_of(t));
+      return d;
+    }
+#endif
+    return host_.back()->ptr;
+  }
+  // Zeroed scratch memory on the device.
+  void* scratch(size_t bytes) {
+#if WEFT_USE_CUDA
+    if (cuda_) return cuda_->alloc(bytes);
+#endif
+    host_.push_back(std::make_unique<Buffer>(bytes));
+    return host_.back()->ptr;
+  }
+  // Reads `t`'s values back from `ptr` (memory from put()).
+  void get(HostTensor& t, const void* ptr) {
+#if WEFT_USE_CUDA
+    if (cuda_) {
+      Buffer staging(bytes_of(t));
+      cuda_->download(staging.ptr, ptr, bytes_of(t));
+      from_buffer(t, staging.ptr);
+      return;
+    }
+#endif
+    from_buffer(t, ptr);
+  }
+  void set_context(OpContext& ctx) {
+    ctx.run.device = device_;
+#if WEFT_USE_CUDA
+    if (cuda_) {
+      ctx.run.stream = cuda_->stream();
+      ctx.temp_allocator = cuda_->temp_allocator();
+    }
+#endif
+  }
+  void synchronize() {
+#if WEFT_USE_CUDA
+    if (cuda_) cuda_->synchronize();
+#endif
+  }
+
+ private:
+  Device device_;
+  std::vector<std::unique_ptr<Buffer>> host_;
+#if WEFT_USE_CUDA
+  std::unique_ptr<detail::CudaScratch> cuda_;
+#endif
+};
 
 std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& inputs,
                                  const RunOptions& options, bool write_back_mutated) {
@@ -74,13 +217,11 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
     WEFT_CHECK(out_types[i] != DType::kUnknown)
         << attrs.where() << ": output " << i << " type not inferred";
   }
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  const Device device = options.device;
+  RunMemory memory(device);
   std::vector<TensorView> in_views, out_views;
   for (int i = 0; i < nin; ++i) {
-    buffers.push_back(
-        std::make_unique<Buffer>(inputs[i].data.size() * dtype_size(inputs[i].dtype)));
-    to_buffer(inputs[i], buffers.back()->ptr);
-    in_views.emplace_back(buffers.back()->ptr, Device::cpu(), inputs[i].dtype, inputs[i].shape);
+    in_views.emplace_back(memory.put(inputs[i]), device, inputs[i].dtype, inputs[i].shape);
   }
   std::vector<HostTensor> outputs(nout);
   for (int i = 0; i < nout; ++i) {
@@ -91,9 +232,7 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
         !options.initial_outputs[i].empty()) {
       outputs[i].data = options.initial_outputs[i].data;
     }
-    buffers.push_back(std::make_unique<Buffer>(outputs[i].data.size() * dtype_size(out_types[i])));
-    to_buffer(outputs[i], buffers.back()->ptr);
-    out_views.emplace_back(buffers.back()->ptr, Device::cpu(), out_types[i], outputs[i].shape);
+    out_views.emplace_back(memory.put(outputs[i]), device, out_types[i], outputs[i].shape);
   }
   std::vector<OpReq> req = options.req;
   if (req.empty()) req.assign(nout, OpReq::kWrite);
@@ -101,38 +240,39 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
 
   OpContext ctx;
   ctx.is_train = options.is_train;
-  ctx.run.device = Device::cpu();
+  memory.set_context(ctx);
   ctx.num_threads = options.num_threads;
   RandomState random;
   random.engine.seed(options.seed);
   random.seed = options.seed;
-  std::unique_ptr<Buffer> workspace;
   if (const auto& f = op.attr<FResourceRequest>()) {
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {
       if (r.kind == ResourceRequest::Kind::kWorkspace) {
-        workspace = std::make_unique<Buffer>(r.bytes);
-        ctx.workspace = workspace->ptr;
+        ctx.workspace = memory.scratch(r.bytes);
         ctx.workspace_bytes = r.bytes;
       } else {
         ctx.random = &random;
       }
     }
   }
-  if (const FCompute* fc = op.compute(DeviceType::kCPU)) {
+  std::shared_ptr<OpState> state;  // kept until the device has finished
+  if (const FCompute* fc = op.compute(device.type)) {
     (*fc)(attrs, ctx, in_views, req, out_views);
-  } else if (const FStatefulCompute* fs = op.stateful_compute(DeviceType::kCPU)) {
+  } else if (const FStatefulCompute* fs = op.stateful_compute(device.type)) {
     const auto& create = op.attr<FCreateOpState>();
     WEFT_CHECK(static_cast<bool>(create))
         << attrs.where() << ": stateful op without FCreateOpState";
-    auto state = create(attrs, Device::cpu(), in_shapes, in_types);
+    state = create(attrs, device, in_shapes, in_types);
     (*fs)(*state, ctx, in_views, req, out_views);
   } else {
-    WEFT_THROW(NotImplemented) << attrs.where() << " has no CPU kernel";
+    WEFT_THROW(NotImplemented) << attrs.where() << " has no "
+                               << (device.type == DeviceType::kCUDA ? "CUDA" : "CPU") << " kernel";
   }
-  for (int i = 0; i < nout; ++i) from_buffer(outputs[i], out_views[i].raw());
+  memory.synchronize();
+  for (int i = 0; i < nout; ++i) memory.get(outputs[i], out_views[i].raw());
   if (write_back_mutated) {
     if (const auto& f = op.attr<FMutateInputs>()) {
-      for (int i : f(attrs)) from_buffer(inputs[i], in_views[i].raw());
+      for (int i : f(attrs)) memory.get(inputs[i], in_views[i].raw());
     }
   }
   return outputs;
@@ -182,6 +322,7 @@ class HostGradBuilder final : public GradBuilder {
     o.is_train = options_.is_train;
     o.seed = options_.seed;
     o.num_threads = options_.num_threads;
+    o.device = options_.device;
     std::vector<GradEntry> out;
     for (auto& t : run_impl(attrs, in, o, false)) out.push_back({add(std::move(t))});
     return out;
@@ -195,6 +336,25 @@ class HostGradBuilder final : public GradBuilder {
 bool is_float(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
 }  // namespace
+
+bool cuda_available() {
+#if WEFT_USE_CUDA
+  static const bool available = detail::cuda_device_present();
+  return available;
+#else
+  return false;
+#endif
+}
+
+HostTensor detail::cast_to(const HostTensor& t, DType to) {
+  HostTensor out = t;
+  out.dtype = to;
+  if (t.empty()) return out;
+  Buffer buffer(bytes_of(out));
+  to_buffer(out, buffer.ptr);
+  from_buffer(out, buffer.ptr);
+  return out;
+}
 
 HostTensor HostTensor::of(Shape shape, std::vector<double> values, DType dtype) {
   HostTensor t;
@@ -214,7 +374,9 @@ HostTensor HostTensor::random(Shape shape, uint64_t seed, double lo, double hi, 
   for (auto& x : v) x = dist(gen);
   if (dtype == DType::kFloat32)
     for (auto& x : v) x = static_cast<float>(x);
-  return of(std::move(shape), std::move(v), dtype);
+  HostTensor t = of(std::move(shape), std::move(v), dtype);
+  if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) t = detail::cast_to(t, dtype);
+  return t;
 }
 
 HostTensor HostTensor::filled(Shape shape, double value, DType dtype) {

@@ -1,5 +1,6 @@
-// Test harness for operators: runs an op's CPU kernel directly on host tensors (no engine), runs
-// its FGradient with an eager host builder, and checks gradients against central differences.
+// Test harness for operators: runs an op's CPU (or, on a CUDA device, CUDA) kernel directly on
+// host tensors (no engine), runs its FGradient with an eager host builder, checks gradients
+// against central differences, and compares a CUDA kernel with the CPU one.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,12 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "base/build_config.h"
 #include "ops/op.h"
+
+/// Skips the calling test unless a CUDA device is usable (see weft::testing::cuda_available).
+#define WEFT_REQUIRE_CUDA()                                                   \
+  do {                                                                        \
+    if (!::weft::testing::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
 
 namespace weft::testing {
 
+/// Whether this build has CUDA and the machine a CUDA device (false in CPU-only builds).
+bool cuda_available();
+
 /// A host tensor for tests: shape, dtype and values held as doubles (converted at the kernel
-/// boundary). An empty tensor (rank unknown) stands for "no gradient".
+/// boundary; float16 and bfloat16 round to nearest even). An empty tensor (rank unknown) stands for
+/// "no gradient".
 struct HostTensor {
   Shape shape;
   DType dtype = DType::kFloat32;
@@ -38,6 +50,9 @@ struct RunOptions {
   /// Output requests; default kWrite for all. With kAdd, `initial_outputs` is the starting value.
   std::vector<OpReq> req;
   std::vector<HostTensor> initial_outputs;
+  /// The device whose kernel runs: Device::cpu() or Device::cuda(0). On CUDA the harness copies
+  /// inputs to the device, runs the kernel on its own stream and copies the results back.
+  Device device = Device::cpu();
 };
 
 /// Runs `op` on `inputs`: parses attrs, infers output shapes and types, allocates outputs and
@@ -91,5 +106,22 @@ struct GradCheckOptions {
 /// Element-wise closeness: |a-b| <= atol + rtol*|b|. Names the first bad element.
 ::testing::AssertionResult all_close(const HostTensor& actual, const HostTensor& expected,
                                      double rtol = 1e-5, double atol = 1e-6);
+
+/// How expect_cuda_matches_cpu compares a CUDA kernel with the CPU kernel.
+struct CudaCompare {
+  double rtol = 1e-5, atol = 1e-6;     ///< per element: |gpu - cpu| <= atol + rtol*|cpu|
+  bool gradients = true;               ///< also compare op_gradient (when the op has FGradient)
+  std::vector<HostTensor> head_grads;  ///< empty: random head gradients (fixed seed)
+  RunOptions options;  ///< is_train, seed, req (kAddTo), initial_outputs; device is ignored
+  /// e.g. kFloat16/kBFloat16: the GPU run casts floating inputs (and initial outputs and head
+  /// gradients) to it; the CPU reference runs on the same rounded values in their own dtype.
+  DType cuda_dtype = DType::kUnknown;
+};
+
+/// Runs `op` on the CPU and on cuda:0 and EXPECTs every output (and mutated input, and with
+/// `gradients` every input gradient) to match, naming the op, output and element of each
+/// mismatch (at most 10 per tensor). Call WEFT_REQUIRE_CUDA() first.
+void expect_cuda_matches_cpu(const std::string& op, const AttrMap& attrs,
+                             const std::vector<HostTensor>& inputs, const CudaCompare& cmp = {});
 
 }  // namespace weft::testing
