@@ -5,6 +5,7 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/elemwise_kernels.h"
+#include "ops/elemwise_params.h"
 #include "ops/layout_ops.h"
 
 namespace weft::detail {
@@ -16,13 +17,6 @@ InplaceList inplace_first(const OpAttrs&) { return {{0, 0}}; }
 std::vector<bool> inplace_identity(const OpAttrs&) { return {true}; }
 
 // ---- add_n ------------------------------------------------------------------------------------
-
-struct AddNParam {
-  int64_t num_args = 1;
-  static void declare(ParamSchema<AddNParam>& s) {
-    s.field("num_args", &AddNParam::num_args).lower_bound(1).describe("number of inputs to sum");
-  }
-};
 
 template <typename DT>
 void add_n_typed(const OpContext& ctx, std::span<const TensorView> in, OpReq req,
@@ -89,18 +83,6 @@ void constant_like_compute(const OpAttrs& attrs, const OpContext&, std::span<con
 }
 
 // ---- clip -------------------------------------------------------------------------------------
-
-struct ClipParam {
-  double a_min = 0, a_max = 0;
-  static void declare(ParamSchema<ClipParam>& s) {
-    s.field("a_min", &ClipParam::a_min).describe("minimum value");
-    s.field("a_max", &ClipParam::a_max).describe("maximum value");
-    s.check([](ClipParam& p) {
-      WEFT_CHECK(p.a_min <= p.a_max)
-          << "a_min (" << p.a_min << ") must not exceed a_max (" << p.a_max << ")";
-    });
-  }
-};
 
 void clip_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -228,13 +210,6 @@ void where_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<co
 
 // ---- Cast -------------------------------------------------------------------------------------
 
-struct CastParam {
-  DType dtype = DType::kFloat32;
-  static void declare(ParamSchema<CastParam>& s) {
-    s.field("dtype", &CastParam::dtype).describe("output type");
-  }
-};
-
 template <typename ST, typename DT>
 void convert(int64_t n, const ST* src, DT* dst, OpReq req, int threads) {
   map1<ST, DT>(n, src, dst, req, threads, [](ST x) { return static_cast<DT>(x); });
@@ -267,25 +242,6 @@ void cast_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 }
 
 // ---- MakeLoss ---------------------------------------------------------------------------------
-
-enum class LossNorm { kNull, kBatch, kValid };
-
-struct MakeLossParam {
-  double grad_scale = 1.0;
-  double valid_thresh = 0.0;
-  LossNorm normalization = LossNorm::kNull;
-  static void declare(ParamSchema<MakeLossParam>& s) {
-    s.field("grad_scale", &MakeLossParam::grad_scale).set_default(1.0).describe("gradient scale");
-    s.field("valid_thresh", &MakeLossParam::valid_thresh)
-        .set_default(0.0)
-        .describe("elements above this count as valid (normalization=valid)");
-    s.enum_field(
-         "normalization", &MakeLossParam::normalization,
-         {{"null", LossNorm::kNull}, {"batch", LossNorm::kBatch}, {"valid", LossNorm::kValid}})
-        .set_default(LossNorm::kNull)
-        .describe("divide the gradient by nothing, the batch size or the valid count");
-  }
-};
 
 // input (output of the forward) -> grad_scale / norm everywhere.
 void make_loss_backward_compute(const OpAttrs& attrs, const OpContext&,

@@ -3,21 +3,10 @@
 #include <string>
 
 #include "ops/elemwise_kernels.h"
+#include "ops/elemwise_params.h"
 
 namespace weft::detail {
 namespace {
-
-/// MXNet's scalar-op parameters (the same struct for every op of this file).
-struct ScalarParam {
-  double scalar = 1.0;
-  bool is_int = true;
-  static void declare(ParamSchema<ScalarParam>& s) {
-    s.field("scalar", &ScalarParam::scalar).set_default(1.0).describe("scalar operand");
-    s.field("is_int", &ScalarParam::is_int)
-        .set_default(true)
-        .describe("for integer inputs: truncate the scalar to an integer (else compute in double)");
-  }
-};
 
 // f(x, s) for "x op s"; the reversed ops swap the operands.
 struct PlusS {
