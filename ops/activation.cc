@@ -2,6 +2,7 @@
 // gelu, rrelu) with their backward ops. float32 Activation forward uses oneDNN eltwise.
 #include <random>
 
+#include "ops/activation_params.h"
 #include "ops/dnnl_util.h"
 #include "ops/norm_common.h"
 
@@ -14,21 +15,6 @@ using norm::store;
 
 // ---- Activation
 // ----------------------------------------------------------------------------------
-
-enum class ActType { kReLU, kSigmoid, kTanh, kSoftReLU, kSoftSign };
-
-struct ActivationParam {
-  ActType act_type = ActType::kReLU;
-  static void declare(ParamSchema<ActivationParam>& s) {
-    s.enum_field("act_type", &ActivationParam::act_type,
-                 {{"relu", ActType::kReLU},
-                  {"sigmoid", ActType::kSigmoid},
-                  {"tanh", ActType::kTanh},
-                  {"softrelu", ActType::kSoftReLU},
-                  {"softsign", ActType::kSoftSign}})
-        .describe("the activation function");
-  }
-};
 
 template <typename DT>
 inline DT act_value(ActType t, DT x) {
@@ -193,41 +179,6 @@ void act_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 
 // ---- LeakyReLU
 // -----------------------------------------------------------------------------------
-
-enum class LeakyType { kLeaky, kPReLU, kRReLU, kELU, kSELU, kGELU };
-
-struct LeakyReLUParam {
-  LeakyType act_type = LeakyType::kLeaky;
-  double slope = 0.25;
-  double lower_bound = 0.125;
-  double upper_bound = 0.334;
-  static void declare(ParamSchema<LeakyReLUParam>& s) {
-    s.enum_field("act_type", &LeakyReLUParam::act_type,
-                 {{"rrelu", LeakyType::kRReLU},
-                  {"leaky", LeakyType::kLeaky},
-                  {"prelu", LeakyType::kPReLU},
-                  {"elu", LeakyType::kELU},
-                  {"selu", LeakyType::kSELU},
-                  {"gelu", LeakyType::kGELU}})
-        .set_default(LeakyType::kLeaky)
-        .describe("the activation function");
-    s.field("slope", &LeakyReLUParam::slope)
-        .set_default(0.25)
-        .describe("negative slope (leaky, elu)");
-    s.field("lower_bound", &LeakyReLUParam::lower_bound)
-        .set_default(0.125)
-        .describe("rrelu slope lower bound");
-    s.field("upper_bound", &LeakyReLUParam::upper_bound)
-        .set_default(0.334)
-        .describe("rrelu slope upper bound");
-    s.check([](LeakyReLUParam& p) {
-      if (p.act_type == LeakyType::kRReLU) {
-        WEFT_CHECK(p.lower_bound <= p.upper_bound)
-            << "lower_bound " << p.lower_bound << " > upper_bound " << p.upper_bound;
-      }
-    });
-  }
-};
 
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluLambda = 1.0507009873554804934193349852946;

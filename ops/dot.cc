@@ -3,32 +3,10 @@
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/dot_params.h"
 
 namespace weft::detail {
 namespace {
-
-enum class StorageType { kDefault, kCsr, kRowSparse };
-
-struct DotParam {
-  bool transpose_a = false;
-  bool transpose_b = false;
-  std::optional<StorageType> forward_stype;
-  static void declare(ParamSchema<DotParam>& s) {
-    using P = DotParam;
-    s.field("transpose_a", &P::transpose_a)
-        .set_default(false)
-        .describe("transpose the first input");
-    s.field("transpose_b", &P::transpose_b)
-        .set_default(false)
-        .describe("transpose the second input");
-    s.optional_enum_field("forward_stype", &P::forward_stype,
-                          {{"default", StorageType::kDefault},
-                           {"csr", StorageType::kCsr},
-                           {"row_sparse", StorageType::kRowSparse}})
-        .set_default(std::nullopt)
-        .describe("desired output storage type (accepted; outputs are always dense)");
-  }
-};
 
 // ---- dot ---------------------------------------------------------------------------------------
 // lhs is viewed as a matrix (prod(l[:-1]), l[-1]), or (l[0], prod(l[1:])) transposed; rhs as

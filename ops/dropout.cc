@@ -3,36 +3,13 @@
 #include <optional>
 #include <random>
 
+#include "ops/dropout_params.h"
 #include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {
 
 using norm::store;
-
-enum class DropoutMode { kTraining, kAlways };
-
-struct DropoutParam {
-  double p = 0.5;
-  DropoutMode mode = DropoutMode::kTraining;
-  Shape axes = Shape(std::vector<int64_t>{});
-  std::optional<bool> cudnn_off = false;
-  static void declare(ParamSchema<DropoutParam>& s) {
-    s.field("p", &DropoutParam::p)
-        .set_default(0.5)
-        .lower_bound(0)
-        .upper_bound(1)
-        .describe("drop probability");
-    s.enum_field("mode", &DropoutParam::mode,
-                 {{"training", DropoutMode::kTraining}, {"always", DropoutMode::kAlways}})
-        .set_default(DropoutMode::kTraining)
-        .describe("training: identity at inference; always: drop at inference too");
-    s.field("axes", &DropoutParam::axes)
-        .set_default(Shape(std::vector<int64_t>{}))
-        .describe("axes along which the mask is shared");
-    s.field("cudnn_off", &DropoutParam::cudnn_off).set_default(false).describe("ignored on CPU");
-  }
-};
 
 /// The mask shape: data's shape with every axis in `axes` set to 1.
 Shape mask_shape(const OpAttrs& attrs, const Shape& d) {

@@ -3,23 +3,10 @@
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/fc_params.h"
 
 namespace weft::detail {
 namespace {
-
-struct FullyConnectedParam {
-  int64_t num_hidden = 0;
-  bool no_bias = false;
-  bool flatten = true;
-  static void declare(ParamSchema<FullyConnectedParam>& s) {
-    using P = FullyConnectedParam;
-    s.field("num_hidden", &P::num_hidden).lower_bound(1).describe("number of output units");
-    s.field("no_bias", &P::no_bias).set_default(false).describe("whether to omit the bias input");
-    s.field("flatten", &P::flatten)
-        .set_default(true)
-        .describe("True: view data as (N, prod(rest)); False: apply to the last axis");
-  }
-};
 
 int fc_num_inputs(const OpAttrs& a) { return a.params<FullyConnectedParam>().no_bias ? 2 : 3; }
 std::vector<std::string> fc_input_names(const OpAttrs& a) {
