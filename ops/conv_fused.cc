@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
+#include "ops/conv_fused_state.h"
 #include "ops/elemwise_kernels.h"
 #include "ops/layout_ops.h"
 
@@ -131,6 +132,11 @@ dnnl::primitive_attr fused_post_op_attr(const FusedPostOps& post) {
 }
 #endif
 
+uint64_t next_fused_weight_id() {
+  static std::atomic<uint64_t> ids{uint64_t{1} << 62};  // disjoint from storage ids
+  return ids.fetch_add(1);
+}
+
 namespace {
 
 // ---- _fused_conv_bn_act -------------------------------------------------------------------------
@@ -150,17 +156,6 @@ namespace {
 //     takes its slopes as a last input, `act_gamma` ((C,) or (1,), as LeakyReLU's gamma).
 // Inputs: data, weight, [bias], [gamma, beta, moving_mean, moving_var], [addend], [act_gamma].
 
-std::atomic<uint64_t> g_fused_weight_ids{uint64_t{1} << 62};  // disjoint from storage ids
-
-struct FusedInputs {
-  int nconv = 2;
-  bool bn = true, sum = false, broadcast = false, prelu = false;
-  int bn0() const { return nconv; }
-  int addend() const { return nconv + (bn ? 4 : 0); }
-  int slopes() const { return addend() + (sum ? 1 : 0); }  // prelu's
-  int total() const { return slopes() + (prelu ? 1 : 0); }
-};
-
 FusedInputs fused_inputs(const OpAttrs& a) {
   FusedInputs f;
   f.nconv = conv_num_inputs(a);
@@ -170,19 +165,6 @@ FusedInputs fused_inputs(const OpAttrs& a) {
   f.prelu = hidden(a, "__act_type__", "none") == "prelu";
   return f;
 }
-
-struct FusedConvState final : OpState {
-  ConvolutionParam p;
-  FusedInputs io;
-  float eps = 1e-3f;
-  bool fix_gamma = true;
-  FusedAct act;
-  std::vector<float> w, b;
-  Shape w_shape, b_shape;
-  std::vector<std::pair<uint64_t, uint64_t>> seen;  // identity of the inputs folded last
-  uint64_t id = g_fused_weight_ids.fetch_add(1);
-  uint64_t version = 0;
-};
 
 int fused_num_inputs(const OpAttrs& a) { return fused_inputs(a).total(); }
 std::vector<std::string> fused_input_names(const OpAttrs& a) {

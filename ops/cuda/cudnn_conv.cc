@@ -407,7 +407,8 @@ void deconv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
 
 }  // namespace
 
-void register_cudnn_nn_kernels(OpRegistry& r);  // cudnn_nn.cc
+void register_cudnn_nn_kernels(OpRegistry& r);     // cudnn_nn.cc
+void register_cudnn_fused_kernels(OpRegistry& r);  // cudnn_fused.cc
 
 void register_cudnn_kernels(OpRegistry& r) {
   r.register_op("Convolution").set_attr<FCompute>(DeviceType::kCUDA, conv_forward, "cuda");
@@ -417,6 +418,7 @@ void register_cudnn_kernels(OpRegistry& r) {
   r.register_op("_backward_Deconvolution")
       .set_attr<FCompute>(DeviceType::kCUDA, deconv_backward, "cuda");
   register_cudnn_nn_kernels(r);
+  register_cudnn_fused_kernels(r);
 }
 
 }  // namespace weft::cuda

@@ -398,6 +398,35 @@ __global__ void lrn_backward_kernel(LrnArgs a, const T* dy, const T* x, const T*
   }
 }
 
+// ---- _fused_conv_bn_act helpers
+// ------------------------------------------------------------------
+
+__global__ void fold_bn_kernel(const float* w, const float* bias, const float* gamma,
+                               const float* beta, const float* mean, const float* var, float eps,
+                               bool fix_gamma, int64_t oc, int64_t per, float* w_out,
+                               float* b_out) {
+  WEFT_CUDA_KERNEL_LOOP(i, oc * per) {
+    const int64_t c = i / per;
+    const float scale = (fix_gamma ? 1.0f : gamma[c]) / sqrtf(var[c] + eps);
+    w_out[i] = w[i] * scale;
+    if (i % per == 0) b_out[c] = beta[c] + ((bias ? bias[c] : 0.0f) - mean[c]) * scale;
+  }
+}
+
+template <typename T>
+__global__ void broadcast_add_kernel(Bcast2 d, const T* a, const T* b, T* y, int64_t n) {
+  WEFT_CUDA_KERNEL_LOOP(k, n) {
+    int64_t rem = k, ai = 0, bi = 0;
+    for (int i = d.ndim - 1; i >= 0; --i) {
+      const int64_t q = rem % d.shape[i];
+      rem /= d.shape[i];
+      ai += q * d.a_stride[i];
+      bi += q * d.b_stride[i];
+    }
+    y[k] = from_acc<T>(to_acc(a[ai]) + to_acc(b[bi]));
+  }
+}
+
 }  // namespace
 
 #define WEFT_LAUNCH_(what, n, ...)                        \
@@ -512,6 +541,23 @@ void lrn_backward(DType dtype, const LrnArgs& a, const void* dy, const void* x, 
                lrn_backward_kernel<DT><<<grid_for(n), kBlockSize, 0, stream>>>(
                    a, static_cast<const DT*>(dy), static_cast<const DT*>(x),
                    static_cast<const DT*>(norm), static_cast<DT*>(dx), add));
+}
+
+void fold_batch_norm(const float* w, const float* bias, const float* gamma, const float* beta,
+                     const float* mean, const float* var, float eps, bool fix_gamma, int64_t oc,
+                     int64_t per, float* w_out, float* b_out, cudaStream_t stream) {
+  const int64_t n = oc * per;
+  if (n <= 0) return;
+  fold_bn_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(w, bias, gamma, beta, mean, var, eps,
+                                                         fix_gamma, oc, per, w_out, b_out);
+}
+
+void broadcast_add(DType dtype, const Bcast2& d, const void* a, const void* b, void* y, int64_t n,
+                   cudaStream_t stream) {
+  WEFT_LAUNCH_(
+      "_fused_conv_bn_act", n,
+      broadcast_add_kernel<DT><<<grid_for(n), kBlockSize, 0, stream>>>(
+          d, static_cast<const DT*>(a), static_cast<const DT*>(b), static_cast<DT*>(y), n));
 }
 
 #undef WEFT_LAUNCH_

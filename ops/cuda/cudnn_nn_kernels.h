@@ -87,4 +87,22 @@ void lrn_forward(DType dtype, const LrnArgs& a, const void* x, void* y, bool add
 void lrn_backward(DType dtype, const LrnArgs& a, const void* dy, const void* x, const void* norm,
                   void* dx, bool add, cudaStream_t stream);
 
+/// BatchNorm folded into a convolution (float32): s = (fix_gamma ? 1 : gamma[c]) / sqrt(var[c] +
+/// eps), w_out = w · s per output channel c (`per` weights each), b_out = beta + (bias - mean) · s
+/// (`bias` may be null).
+void fold_batch_norm(const float* w, const float* bias, const float* gamma, const float* beta,
+                     const float* mean, const float* var, float eps, bool fix_gamma, int64_t oc,
+                     int64_t per, float* w_out, float* b_out, cudaStream_t stream);
+
+/// y = a + b with NumPy broadcasting, for y of `y.ndim` dims; a_stride / b_stride are the
+/// operands' element strides per y dim (0 where they broadcast).
+struct Bcast2 {
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t a_stride[kMaxDims] = {};
+  int64_t b_stride[kMaxDims] = {};
+};
+void broadcast_add(DType dtype, const Bcast2& d, const void* a, const void* b, void* y, int64_t n,
+                   cudaStream_t stream);
+
 }  // namespace weft::cuda

@@ -228,6 +228,43 @@ TEST(CudaDeconvolution, StrideAdjGroupsBias) {
                           {rnd(Shape{2, 3, 6}, 125), rnd(Shape{3, 2, 4}, 126)}, f32_cmp());
 }
 
+TEST(CudaFusedConv, BatchNormSumAndActivations) {
+  WEFT_REQUIRE_CUDA();
+  CudaCompare c = f32_cmp();
+  c.gradients = false;
+  const HostTensor x = rnd(Shape{2, 3, 7, 6}, 127);
+  const HostTensor w = rnd(Shape{4, 3, 3, 3}, 128);
+  const HostTensor bias = rnd(Shape{4}, 129);
+  const HostTensor gamma = HostTensor::random(Shape{4}, 130, 0.5, 1.5);
+  const HostTensor beta = rnd(Shape{4}, 131);
+  const HostTensor mean = rnd(Shape{4}, 132);
+  const HostTensor var = HostTensor::random(Shape{4}, 133, 0.5, 2.0);
+  const AttrMap conv{{"kernel", "(3,3)"}, {"num_filter", "4"}, {"pad", "(1,1)"}};
+  // BatchNorm (gamma used) then relu.
+  AttrMap a = conv;
+  a["__bn_fix_gamma__"] = "False";
+  a["__act_type__"] = "relu";
+  expect_cuda_matches_cpu("_fused_conv_bn_act", a, {x, w, bias, gamma, beta, mean, var}, c);
+  // No BatchNorm, a same-shape sum, then clip.
+  a = conv;
+  a["__with_bn__"] = "False";
+  a["__with_sum__"] = "True";
+  a["__act_type__"] = "clip";
+  a["__act_alpha__"] = "-0.5";
+  a["__act_beta__"] = "0.5";
+  expect_cuda_matches_cpu("_fused_conv_bn_act", a, {x, w, bias, rnd(Shape{2, 4, 7, 6}, 134)}, c);
+  // BatchNorm without bias, a broadcast sum, then prelu per channel.
+  a = conv;
+  a["no_bias"] = "True";
+  a["__with_sum__"] = "True";
+  a["__sum_broadcast__"] = "True";
+  a["__act_type__"] = "prelu";
+  expect_cuda_matches_cpu("_fused_conv_bn_act", a,
+                          {x, w, gamma, beta, mean, var, rnd(Shape{1, 4, 1, 6}, 135),
+                           HostTensor::random(Shape{4}, 136, 0, 0.5)},
+                          c);
+}
+
 // ---- Pooling -----------------------------------------------------------------------------------
 
 TEST(CudaPooling, TypesAndConventions) {
