@@ -272,21 +272,19 @@ __global__ void leaky_backward_kernel(LeakyArgs a, const T* dy, const T* x, T* d
   }
 }
 
-// One block per channel sums dy·x over the channel's non-positive x.
+// One block per channel sums dy·x over the channel's non-positive x; its threads stride over the
+// channel's (outer, inner) positions together, so a small inner size still keeps them busy.
 template <typename T>
 __global__ void prelu_gamma_grad_kernel(const T* dy, const T* x, int64_t n, int64_t channels,
                                         int64_t inner, T* dg, bool add) {
   __shared__ double part[kBlockSize];
   const int64_t c = blockIdx.x;
-  const int64_t per = channels == 1 ? n : inner;                    // elements per (outer, c) row
-  const int64_t rows = channels == 1 ? 1 : n / (inner * channels);  // outer
+  const int64_t count = channels == 1 ? n : n / channels;  // positions of channel c
   double sum = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = channels == 1 ? 0 : (r * channels + c) * inner;
-    for (int64_t j = threadIdx.x; j < per; j += blockDim.x) {
-      const double v = static_cast<double>(to_acc(x[base + j]));
-      if (!(v > 0)) sum += static_cast<double>(to_acc(dy[base + j])) * v;
-    }
+  for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+    const int64_t idx = channels == 1 ? t : ((t / inner) * channels + c) * inner + t % inner;
+    const double v = static_cast<double>(to_acc(x[idx]));
+    if (!(v > 0)) sum += static_cast<double>(to_acc(dy[idx])) * v;
   }
   part[threadIdx.x] = sum;
   __syncthreads();
