@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/indexing_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 #include "ops/strided_copy.h"
@@ -41,69 +42,7 @@ bool like_data_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
 
 // ---- slice ---------------------------------------------------------------------------------
 
-// A tuple of optional integers ("(None, 2, -1)").
-std::vector<std::optional<int64_t>> parse_optional_tuple(const std::string& text) {
-  std::string s = text;
-  auto trim = [](std::string t) {
-    const auto b = t.find_first_not_of(" \t\n");
-    const auto e = t.find_last_not_of(" \t\n");
-    return b == std::string::npos ? std::string() : t.substr(b, e - b + 1);
-  };
-  s = trim(s);
-  if (!s.empty() && (s.front() == '(' || s.front() == '[')) {
-    const char close = s.front() == '(' ? ')' : ']';
-    WEFT_CHECK(s.size() >= 2 && s.back() == close)
-        << "expected a tuple like (1, None), got '" << text << "'";
-    s = s.substr(1, s.size() - 2);
-  }
-  std::vector<std::optional<int64_t>> out;
-  if (trim(s).empty()) return out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = s.find(',', start);
-    const std::string item =
-        trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (item.empty()) {
-      WEFT_CHECK(comma == std::string::npos) << "empty element in '" << text << "'";
-    } else if (is_none(item)) {
-      out.push_back(std::nullopt);
-    } else {
-      out.push_back(parse_int(item));
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-struct SliceParam {
-  std::string begin_text, end_text, step_text;
-  std::vector<std::optional<int64_t>> begin, end, step;  // parsed by the check
-  static void declare(ParamSchema<SliceParam>& s) {
-    s.field("begin", &SliceParam::begin_text)
-        .describe("starting indices; None entries start at the edge");
-    s.field("end", &SliceParam::end_text)
-        .describe("ending indices (exclusive); None entries run to the edge");
-    s.field("step", &SliceParam::step_text)
-        .set_default("()")
-        .describe("steps (default 1); negative walks backwards");
-    s.check([](SliceParam& p) {
-      p.begin = parse_optional_tuple(p.begin_text);
-      p.end = parse_optional_tuple(p.end_text);
-      p.step = parse_optional_tuple(p.step_text);
-      WEFT_CHECK(p.begin.size() == p.end.size())
-          << "begin " << p.begin_text << " and end " << p.end_text << " must have the same length";
-      WEFT_CHECK(p.step.empty() || p.step.size() == p.begin.size())
-          << "step " << p.step_text << " must be empty or as long as begin";
-      for (const auto& s : p.step) WEFT_CHECK(!s || *s != 0) << "step entries cannot be 0";
-    });
-  }
-};
-
-// Per input dim: first index, step and output length (MXNet's GetIndexRange clamping).
-struct SliceRange {
-  std::vector<int64_t> begin, step, len;
-};
+}  // namespace
 
 SliceRange slice_range(const OpAttrs& attrs, const SliceParam& p, const Shape& in) {
   const int nd = in.ndim();
@@ -148,6 +87,8 @@ SliceRange slice_range(const OpAttrs& attrs, const SliceParam& p, const Shape& i
   }
   return r;
 }
+
+namespace {
 
 bool slice_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (!in[0].rank_known()) return false;
@@ -198,15 +139,7 @@ void slice_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 
 // ---- slice_axis ----------------------------------------------------------------------------
 
-struct SliceAxisParam {
-  int64_t axis = 0, begin = 0;
-  std::optional<int64_t> end;
-  static void declare(ParamSchema<SliceAxisParam>& s) {
-    s.field("axis", &SliceAxisParam::axis).describe("axis to slice (negative counts from the end)");
-    s.field("begin", &SliceAxisParam::begin).describe("first index (negative counts from the end)");
-    s.field("end", &SliceAxisParam::end).describe("end index, exclusive; None runs to the end");
-  }
-};
+}  // namespace
 
 SliceRange slice_axis_range(const OpAttrs& attrs, const Shape& in) {
   const auto& p = attrs.params<SliceAxisParam>();
@@ -239,6 +172,8 @@ SliceRange slice_axis_range(const OpAttrs& attrs, const Shape& in) {
   return r;
 }
 
+namespace {
+
 bool slice_axis_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const int nd = in[0].rank_known() ? in[0].ndim() : out[0].rank_known() ? out[0].ndim() : -1;
   if (nd < 0) return false;
@@ -265,19 +200,6 @@ void slice_axis_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 }
 
 // ---- broadcast_to --------------------------------------------------------------------------
-
-struct BroadcastToParam {
-  Shape shape;
-  static void declare(ParamSchema<BroadcastToParam>& s) {
-    s.field("shape", &BroadcastToParam::shape)
-        .set_default(Shape(std::vector<int64_t>{}))
-        .describe("target shape; 0 keeps the input's dimension");
-    s.check([](BroadcastToParam& p) {
-      for (int64_t d : p.shape)
-        WEFT_CHECK(d >= 0) << "shape entries must be >= 0, got " << format_shape_attr(p.shape);
-    });
-  }
-};
 
 bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                               std::vector<Shape>& out) {
@@ -344,18 +266,6 @@ void broadcast_to_backward(const OpAttrs&, const OpContext& ctx, std::span<const
 }
 
 // ---- tile ----------------------------------------------------------------------------------
-
-struct TileParam {
-  Shape reps;
-  static void declare(ParamSchema<TileParam>& s) {
-    s.field("reps", &TileParam::reps)
-        .describe("repetitions per axis (aligned to the trailing axes)");
-    s.check([](TileParam& p) {
-      for (int64_t d : p.reps)
-        WEFT_CHECK(d >= 1) << "reps entries must be positive, got " << format_shape_attr(p.reps);
-    });
-  }
-};
 
 // Input dims and reps padded with leading 1s to the output rank.
 void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p,
@@ -444,27 +354,6 @@ FGradient grad_via_backward(const std::string& name) {
 }
 
 // ---- Embedding ---------------------------------------------------------------------------
-
-struct EmbeddingParam {
-  int64_t input_dim = 0;
-  int64_t output_dim = 0;
-  DType dtype = DType::kFloat32;
-  bool sparse_grad = false;
-  static void declare(ParamSchema<EmbeddingParam>& s) {
-    s.field("input_dim", &EmbeddingParam::input_dim)
-        .lower_bound(1)
-        .describe("vocabulary size (rows of weight)");
-    s.field("output_dim", &EmbeddingParam::output_dim)
-        .lower_bound(1)
-        .describe("embedding size (columns of weight)");
-    s.field("dtype", &EmbeddingParam::dtype)
-        .set_default(DType::kFloat32)
-        .describe("type of weight and output");
-    s.field("sparse_grad", &EmbeddingParam::sparse_grad)
-        .set_default(false)
-        .describe("MXNet: row_sparse weight gradient; here the gradient is always dense");
-  }
-};
 
 bool embedding_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = attrs.params<EmbeddingParam>();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/indexing_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 #include "ops/strided_copy.h"
@@ -32,25 +33,6 @@ int64_t truncate_index(I v, int64_t bad) {
 }
 
 // ---- pick --------------------------------------------------------------------------------------
-
-enum class PickMode { kClip, kWrap };
-
-struct PickParam {
-  std::optional<int64_t> axis = -1;
-  bool keepdims = false;
-  PickMode mode = PickMode::kClip;
-  static void declare(ParamSchema<PickParam>& s) {
-    s.field("axis", &PickParam::axis)
-        .set_default(int64_t{-1})
-        .describe("axis to pick along (negative counts from the end); None: the flattened array");
-    s.field("keepdims", &PickParam::keepdims)
-        .set_default(false)
-        .describe("keep the picked axis as size 1");
-    s.enum_field("mode", &PickParam::mode, {{"clip", PickMode::kClip}, {"wrap", PickMode::kWrap}})
-        .set_default(PickMode::kClip)
-        .describe("out-of-range indices: clip to the ends, or wrap around (modulo the axis size)");
-  }
-};
 
 // Data viewed as (outer, dim, inner); index and output as (outer, inner).
 struct PickSplit {
@@ -250,27 +232,6 @@ void pick_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
 }
 
 // ---- one_hot -----------------------------------------------------------------------------------
-
-struct OneHotParam {
-  int64_t depth = 0;
-  double on_value = 1.0;
-  double off_value = 0.0;
-  DType dtype = DType::kFloat32;
-  static void declare(ParamSchema<OneHotParam>& s) {
-    s.field("depth", &OneHotParam::depth)
-        .lower_bound(0)
-        .describe("size of the one-hot dimension (the number of classes)");
-    s.field("on_value", &OneHotParam::on_value)
-        .set_default(1.0)
-        .describe("value at the index position");
-    s.field("off_value", &OneHotParam::off_value)
-        .set_default(0.0)
-        .describe("value everywhere else");
-    s.field("dtype", &OneHotParam::dtype)
-        .set_default(DType::kFloat32)
-        .describe("type of the output");
-  }
-};
 
 bool one_hot_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const int64_t depth = attrs.params<OneHotParam>().depth;

@@ -7,29 +7,12 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/elemwise_kernels.h"
+#include "ops/reduce_params.h"
 
 namespace weft::detail {
 namespace {
 
 // ---- parameters and shapes --------------------------------------------------------------------
-
-/// MXNet's ReduceAxesParam.
-struct ReduceAxesParam {
-  std::optional<Shape> axis;
-  bool keepdims = false;
-  bool exclude = false;
-  static void declare(ParamSchema<ReduceAxesParam>& s) {
-    s.field("axis", &ReduceAxesParam::axis)
-        .set_default(std::nullopt)
-        .describe("axes to reduce (None or () = all; negative counts from the end)");
-    s.field("keepdims", &ReduceAxesParam::keepdims)
-        .set_default(false)
-        .describe("keep reduced axes as size 1");
-    s.field("exclude", &ReduceAxesParam::exclude)
-        .set_default(false)
-        .describe("reduce the axes NOT listed");
-  }
-};
 
 /// Per input dim: whether it is reduced. Throws ValueError for an axis out of range or repeated.
 std::vector<char> reduced_mask(const OpAttrs& attrs, const ReduceAxesParam& p, int ndim) {
@@ -328,19 +311,6 @@ void reg_reduce(OpRegistry& r, const std::string& name, const std::string& desc)
 }
 
 // ---- argmax / argmin --------------------------------------------------------------------------
-
-struct ArgReduceParam {
-  std::optional<int64_t> axis;
-  bool keepdims = false;
-  static void declare(ParamSchema<ArgReduceParam>& s) {
-    s.field("axis", &ArgReduceParam::axis)
-        .set_default(std::nullopt)
-        .describe("axis to search (None: the flattened array)");
-    s.field("keepdims", &ArgReduceParam::keepdims)
-        .set_default(false)
-        .describe("keep the axis as size 1");
-  }
-};
 
 bool arg_reduce_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (!in[0].rank_known()) return false;

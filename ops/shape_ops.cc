@@ -11,6 +11,7 @@
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
+#include "ops/shape_ops_params.h"
 #include "ops/strided_copy.h"
 
 namespace weft::detail {
@@ -566,15 +567,6 @@ Op& register_reshape_like(OpRegistry& r, const std::string& name, FInferShape in
 }
 
 // ---- transpose -----------------------------------------------------------------------------
-
-struct TransposeParam {
-  Shape axes;
-  static void declare(ParamSchema<TransposeParam>& s) {
-    s.field("axes", &TransposeParam::axes)
-        .set_default(Shape(std::vector<int64_t>{}))
-        .describe("permutation of the axes; empty reverses them");
-  }
-};
 
 // The permutation for rank ndim (out axis i takes input axis perm[i]).
 std::vector<int> transpose_perm(const OpAttrs& attrs, const Shape& axes, int ndim) {
