@@ -55,6 +55,7 @@ Environment read_environment() {
     env.cpu_workers = static_cast<int>(n);
   }
   if (auto n = get_integer("WEFT_NUM_THREADS", 1, 4096)) env.num_threads = static_cast<int>(*n);
+  if (auto n = get_integer("WEFT_GPU_STREAMS", 1, 64)) env.gpu_streams = static_cast<int>(*n);
   env.profile_path = get("WEFT_PROFILE");
   env.profile_max_events = get_integer("WEFT_PROFILE_MAX_EVENTS", 1, int64_t{1} << 40);
   env.dnnl_primitive_cache_entries = get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);

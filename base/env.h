@@ -12,6 +12,7 @@ namespace weft {
 struct Environment {
   std::optional<std::string> engine;  ///< WEFT_ENGINE: "threaded" or "sync"
   std::optional<int> cpu_workers;     ///< WEFT_CPU_WORKERS: CPU worker threads (>= 1)
+  std::optional<int> gpu_streams;     ///< WEFT_GPU_STREAMS: compute streams per GPU (1..64)
   /// WEFT_NUM_THREADS: the thread budget, the most threads weft keeps busy (>= 1)
   std::optional<int> num_threads;
   std::optional<std::string> profile_path;  ///< WEFT_PROFILE: write a Chrome trace here at exit

@@ -19,7 +19,8 @@
 # data (weft_data_bench through bench/data/run.sh: input pipelines of weft::data against PyTorch's
 # DataLoader, and tf.data where installed, on the same generated images), dist (weft_dist_bench
 # through bench/dist/run.sh: allreduce through the engine against plain MPI_Allreduce and
-# torch.distributed with Gloo, under mpirun).
+# torch.distributed with Gloo, under mpirun), gpu (weft_gpu_bench through bench/gpu/run.sh: tiny-op
+# overhead, a dependent chain, convolution and matrix product on cuda:0 against PyTorch).
 # A new suite adds one arm to each of the two case statements below; python and train build
 # nothing and run from the first.
 #
@@ -42,7 +43,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python train serve data dist"
+suites="engine memory ops planner replay ffi python train serve data dist gpu"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -96,6 +97,9 @@ case "${suite}" in
     ;;
   dist)
     target=weft_dist_bench  # needs MPI (libopenmpi-dev); the Gloo peer is Debian's python3-torch
+    ;;
+  gpu)
+    target=weft_gpu_bench  # needs the CUDA build and a GPU; the peer is the machine's torch
     ;;
   python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
@@ -250,5 +254,8 @@ case "${suite}" in
     ;;
   data)
     WEFT_DATA_BENCH_BIN="${build}/bench/data/weft_data_bench" exec "${repo}/bench/data/run.sh" "$@"
+    ;;
+  gpu)
+    WEFT_GPU_BENCH_BIN="${build}/bench/gpu/weft_gpu_bench" exec "${repo}/bench/gpu/run.sh" "$@"
     ;;
 esac

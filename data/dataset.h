@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/element.h"
-#include "devices/device.h"
+#include "base/device.h"
 
 namespace weft::data {
 

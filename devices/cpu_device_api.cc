@@ -1,6 +1,8 @@
 // DeviceAPI for the CPU: one trivially ordered stream; events complete when recorded.
 #include <unistd.h>
 
+#include <cstring>
+
 #include "base/error.h"
 #include "devices/device_api.h"
 
@@ -47,6 +49,17 @@ class CpuDeviceAPI final : public DeviceAPI {
     return Event(device, nullptr, this);
   }
 
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+            const Stream&) override {
+    check_host(dst_device);
+    check_host(src_device);
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+  void memset(void* dst, int value, size_t bytes, const Stream&) override {
+    if (bytes != 0) std::memset(dst, value, bytes);
+  }
+  void launch_host_func(const Stream&, void (*fn)(void*), void* arg) override { fn(arg); }
+
  protected:
   void destroy_event(Device, void*) override {}
   void record_event(void*, const Stream&) override {}
@@ -55,6 +68,12 @@ class CpuDeviceAPI final : public DeviceAPI {
   void stream_wait_event(const Stream&, void*) override {}
 
  private:
+  // The CPU copies between host memories: its own and page-locked (cuda_host) memory.
+  static void check_host(Device device) {
+    WEFT_CHECK(device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost)
+        << "the CPU device API cannot copy to or from '" << to_string(device)
+        << "': use that device's API";
+  }
   static void check(Device device) {
     WEFT_CHECK(device.type == DeviceType::kCPU && device.id == 0)
         << "the CPU device API was asked about '" << to_string(device) << "'; only cpu:0 exists";

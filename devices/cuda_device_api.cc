@@ -1,24 +1,46 @@
-// DeviceAPI for CUDA devices: streams and events through the CUDA runtime.
+// DeviceAPI for CUDA devices: streams, pooled events, copies, memset and host functions through
+// the CUDA runtime.
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "base/error.h"
+#include "devices/cuda_check.h"
 #include "devices/cuda_guard.h"
+#include "devices/cuda_handles.h"
 #include "devices/device_api.h"
 
 namespace weft {
 
+namespace cuda {
+
+void check(cudaError_t status, const char* call, int device) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear the (non-sticky) error so the thread's next call starts clean
+  WEFT_THROW(Error) << call << " on cuda:" << device << " failed: " << cudaGetErrorName(status)
+                    << " (" << cudaGetErrorString(status) << ")";
+}
+
+}  // namespace cuda
+
 namespace {
 
 void check_cuda(cudaError_t status, const char* what, Device device) {
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    WEFT_THROW(Error) << what << " on " << to_string(device)
-                      << " failed: " << cudaGetErrorString(status);
-  }
+  cuda::check(status, what, device.id);
 }
+
+// Events of one device kept for reuse. A freed event goes back here instead of to
+// cudaEventDestroy: the engine records one per GPU operation, and creating and destroying a CUDA
+// event costs microseconds each.
+struct EventPool {
+  std::mutex mutex;
+  std::vector<cudaEvent_t> free;
+};
+
+constexpr int kMaxDevices = 64;
 
 class CudaDeviceAPI final : public DeviceAPI {
  public:
@@ -53,9 +75,8 @@ class CudaDeviceAPI final : public DeviceAPI {
   // Total memory of a device (cudaMemGetInfo), cached per ordinal: allocators ask on every
   // allocation (device_memory_capacity) and the total does not change. 0 when unknown.
   int64_t total_memory(Device device) {
-    constexpr int kCached = 64;
-    static std::array<std::atomic<int64_t>, kCached> cache{};  // 0: not asked yet
-    if (device.id >= kCached) return 0;
+    static std::array<std::atomic<int64_t>, kMaxDevices> cache{};  // 0: not asked yet
+    if (device.id >= kMaxDevices) return 0;
     std::atomic<int64_t>& slot = cache[static_cast<size_t>(device.id)];
     // Relaxed is enough: the value is a plain number, the same whichever thread stores it.
     int64_t total = slot.load(std::memory_order_relaxed);
@@ -72,15 +93,33 @@ class CudaDeviceAPI final : public DeviceAPI {
     return total;
   }
 
-  Stream create_stream(Device device) override {
+  Stream create_stream(Device device) override { return create_stream(device, 0); }
+  Stream create_stream(Device device, int priority) override {
+    check_ordinal(device);
     CudaDeviceGuard scope(device.id);
+    int least = 0, greatest = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+               "cudaDeviceGetStreamPriorityRange", device);
+    // Lower numbers are higher priorities: clamp into [greatest, least].
+    priority = priority > least ? least : (priority < greatest ? greatest : priority);
     cudaStream_t stream = nullptr;
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate",
-               device);
+    check_cuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority),
+               "cudaStreamCreateWithPriority", device);
     return Stream{device, stream};
   }
+  std::pair<int, int> stream_priority_range(Device device) override {
+    CudaDeviceGuard scope(device.id);
+    int least = 0, greatest = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+               "cudaDeviceGetStreamPriorityRange", device);
+    return {least, greatest};
+  }
   void destroy_stream(const Stream& stream) override {
-    if (stream.handle != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle));
+    if (stream.handle != nullptr) {
+      cuda::release_handles(stream);  // cuBLAS/cuDNN handles bound to it go first
+      CudaDeviceGuard scope(stream.device.id);
+      cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle));
+    }
   }
   void synchronize(const Stream& stream) override {
     CudaDeviceGuard scope(stream.device.id);
@@ -89,15 +128,67 @@ class CudaDeviceAPI final : public DeviceAPI {
   }
 
   Event create_event(Device device) override {
+    check_ordinal(device);
+    EventPool& pool = pools_[static_cast<size_t>(device.id)];
+    {
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      if (!pool.free.empty()) {
+        cudaEvent_t event = pool.free.back();
+        pool.free.pop_back();
+        return Event(device, event, this);
+      }
+    }
     CudaDeviceGuard scope(device.id);
     cudaEvent_t event = nullptr;
     check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", device);
     return Event(device, event, this);
   }
 
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+            const Stream& stream) override {
+    if (bytes == 0) return;
+    auto s = static_cast<cudaStream_t>(stream.handle);
+    CudaDeviceGuard scope(stream.device.id);
+    if (dst_device.type == DeviceType::kCUDA && src_device.type == DeviceType::kCUDA &&
+        dst_device.id != src_device.id) {
+      check_cuda(cudaMemcpyPeerAsync(dst, dst_device.id, src, src_device.id, bytes, s),
+                 "cudaMemcpyPeerAsync", stream.device);
+      return;
+    }
+    // Unified addressing: the runtime knows from the pointers which way the copy goes.
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s),
+               copy_name(dst_device, src_device), stream.device);
+  }
+  void memset(void* dst, int value, size_t bytes, const Stream& stream) override {
+    if (bytes == 0) return;
+    CudaDeviceGuard scope(stream.device.id);
+    check_cuda(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream.handle)),
+               "cudaMemsetAsync", stream.device);
+  }
+  void launch_host_func(const Stream& stream, void (*fn)(void*), void* arg) override {
+    CudaDeviceGuard scope(stream.device.id);
+    check_cuda(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream.handle), fn, arg),
+               "cudaLaunchHostFunc", stream.device);
+  }
+  void set_device(Device device) override {
+    check_cuda(cudaSetDevice(device.id), "cudaSetDevice", device);
+  }
+  int current_device() override {
+    int ordinal = 0;
+    check_cuda(cudaGetDevice(&ordinal), "cudaGetDevice", Device::cuda(0));
+    return ordinal;
+  }
+
  protected:
-  void destroy_event(Device, void* handle) override {
-    cudaEventDestroy(static_cast<cudaEvent_t>(handle));
+  void destroy_event(Device device, void* handle) override {
+    if (handle == nullptr) return;
+    if (device.id < 0 || device.id >= kMaxDevices) {
+      cudaEventDestroy(static_cast<cudaEvent_t>(handle));
+      return;
+    }
+    EventPool& pool = pools_[static_cast<size_t>(device.id)];
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.free.push_back(static_cast<cudaEvent_t>(handle));
   }
   void record_event(void* handle, const Stream& stream) override {
     check_cuda(
@@ -119,6 +210,25 @@ class CudaDeviceAPI final : public DeviceAPI {
                                    static_cast<cudaEvent_t>(handle), 0),
                "cudaStreamWaitEvent", stream.device);
   }
+
+ private:
+  static const char* copy_name(Device dst, Device src) {
+    bool dst_dev = dst.type == DeviceType::kCUDA, src_dev = src.type == DeviceType::kCUDA;
+    if (dst_dev && src_dev) return "cudaMemcpyAsync (device to device)";
+    if (dst_dev) return "cudaMemcpyAsync (host to device)";
+    if (src_dev) return "cudaMemcpyAsync (device to host)";
+    return "cudaMemcpyAsync (host to host)";
+  }
+  void check_ordinal(Device device) {
+    WEFT_CHECK(device.type == DeviceType::kCUDA && device.id >= 0 && device.id < kMaxDevices)
+        << "the CUDA device API was asked about '" << to_string(device) << "'";
+    static const int count = device_count();  // devices do not come and go while we run
+    WEFT_CHECK(device.id < count) << "'" << to_string(device)
+                                  << "' does not exist: this machine has " << count
+                                  << " CUDA device" << (count == 1 ? "" : "s");
+  }
+
+  std::array<EventPool, kMaxDevices> pools_;
 };
 
 }  // namespace

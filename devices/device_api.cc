@@ -97,4 +97,34 @@ void Event::block(const Stream& stream) const {
   if (api_ != nullptr) api_->stream_wait_event(stream, handle_);
 }
 
+void DeviceAPI::copy(void*, Device dst_device, const void*, Device src_device, size_t,
+                     const Stream&) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::copy from " << to_string(src_device) << " to "
+                             << to_string(dst_device) << " is not provided by this device API";
+}
+void DeviceAPI::memset(void*, int, size_t, const Stream& stream) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::memset on " << to_string(stream.device)
+                             << " is not provided by this device API";
+}
+void DeviceAPI::launch_host_func(const Stream& stream, void (*)(void*), void*) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::launch_host_func on " << to_string(stream.device)
+                             << " is not provided by this device API";
+}
+
+namespace {
+thread_local const Stream* t_current_stream = nullptr;
+}  // namespace
+
+Stream current_stream(Device device) {
+  if (t_current_stream != nullptr && t_current_stream->device == device) return *t_current_stream;
+  return Stream{device, nullptr};
+}
+
+CurrentStreamScope::CurrentStreamScope(const Stream& stream)
+    : previous_(t_current_stream), stream_(stream) {
+  t_current_stream = &stream_;
+}
+
+CurrentStreamScope::~CurrentStreamScope() { t_current_stream = previous_; }
+
 }  // namespace weft

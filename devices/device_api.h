@@ -5,8 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
-#include "devices/device.h"
+#include "base/device.h"
 
 namespace weft {
 
@@ -82,8 +83,36 @@ class DeviceAPI {
   /// Blocks the calling thread until all work on `stream` has finished.
   virtual void synchronize(const Stream& stream) = 0;
 
-  /// Creates an event on `device`.
+  /// Creates a stream with a scheduling priority: lower numbers run first (CUDA's convention);
+  /// clamped to stream_priority_range(). Devices without priorities ignore it.
+  virtual Stream create_stream(Device device, int priority) { return create_stream(device); }
+  /// The {least, greatest} priority create_stream accepts, e.g. {0, -5} on CUDA; {0, 0} when
+  /// the device has no stream priorities.
+  virtual std::pair<int, int> stream_priority_range(Device device) { return {0, 0}; }
+
+  /// Creates an event on `device`. Devices with vendor events keep a pool: an Event's handle
+  /// goes back to it when the Event is destroyed, so a hot path does not create one per use.
   virtual Event create_event(Device device) = 0;
+
+  /// The three calls below throw NotImplemented unless the device type's API provides them.
+  ///
+  /// Copies `bytes` from `src` (memory of `src_device`) to `dst` (of `dst_device`), ordered on
+  /// `stream`: host<->device, device<->device on one device, and between two devices (peer).
+  /// Asynchronous on devices with streams: the copy has happened once the stream's work up to
+  /// here completes (host memory that is not page-locked makes CUDA finish it before returning).
+  /// Throws Error naming the call and the devices on failure.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                    const Stream& stream);
+  /// Sets `bytes` bytes at `dst` (memory of the stream's device) to `value`, ordered on `stream`.
+  virtual void memset(void* dst, int value, size_t bytes, const Stream& stream);
+  /// Calls `fn(arg)` on a runtime thread once the stream's work up to here has completed. `fn`
+  /// must not call the device runtime (CUDA forbids it in host functions) and must be short: it
+  /// only hands work on. The CPU calls it at once.
+  virtual void launch_host_func(const Stream& stream, void (*fn)(void*), void* arg);
+  /// Makes `device` the calling thread's current device (CUDA: cudaSetDevice). The CPU: nothing.
+  virtual void set_device(Device device) {}
+  /// The calling thread's current device ordinal of this type (0 for the CPU).
+  virtual int current_device() { return 0; }
 
  protected:
   friend class Event;
@@ -92,6 +121,25 @@ class DeviceAPI {
   virtual bool query_event(Device device, void* handle) = 0;
   virtual void synchronize_event(Device device, void* handle) = 0;
   virtual void stream_wait_event(const Stream& stream, void* handle) = 0;
+};
+
+/// The stream the calling thread submits work for `device` to: the stream of the engine worker
+/// running an operation on that device (set with CurrentStreamScope), else the device's null
+/// stream. Allocators use it to know where a block is used and freed. Thread-safe (per thread).
+Stream current_stream(Device device);
+
+/// Makes `stream` the calling thread's current stream for its device until the scope ends
+/// (engine workers set it around the operations they run). Nests.
+class CurrentStreamScope {
+ public:
+  explicit CurrentStreamScope(const Stream& stream);
+  ~CurrentStreamScope();
+  CurrentStreamScope(const CurrentStreamScope&) = delete;
+  CurrentStreamScope& operator=(const CurrentStreamScope&) = delete;
+
+ private:
+  const Stream* previous_;
+  Stream stream_;
 };
 
 /// Registers the API for a device type (used by optional backends such as CUDA at start-up).

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "dist/dist.h"
-#include "ops/dtype.h"
+#include "base/dtype.h"
 
 namespace weft::dist::detail {
 

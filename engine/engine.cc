@@ -24,6 +24,7 @@ EngineConfig EngineConfig::from_environment() {
   if (env.engine) config.kind = *env.engine == "sync" ? EngineKind::kSync : EngineKind::kThreaded;
   if (env.num_threads) config.num_threads = *env.num_threads;
   if (env.cpu_workers) config.cpu_workers = *env.cpu_workers;
+  if (env.gpu_streams) config.gpu_compute_streams = *env.gpu_streams;
   if (env.profile_path) config.profile_path = *env.profile_path;
   if (env.profile_max_events) config.profile_max_events = *env.profile_max_events;
   return config;
@@ -33,6 +34,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
   WEFT_CHECK(config.num_threads >= 0 && config.num_threads <= 4096)
       << "EngineConfig::num_threads must be in [0, 4096] (0 = the cores available), got "
       << config.num_threads;
+  WEFT_CHECK(config.gpu_compute_streams >= 1 && config.gpu_compute_streams <= 64)
+      << "EngineConfig::gpu_compute_streams must be in [1, 64], got " << config.gpu_compute_streams;
   WEFT_CHECK(config.cpu_workers >= 0 && config.cpu_workers <= 4096)
       << "EngineConfig::cpu_workers must be in [0, 4096] (0 = the thread budget), got "
       << config.cpu_workers;

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/device.h"
 #include "base/error.h"
-#include "devices/device.h"
 #include "devices/device_api.h"
 #include "engine/inline_function.h"
 
@@ -181,6 +181,10 @@ struct EngineConfig {
   /// Run kCPUPrioritized operations on a dedicated priority-lane thread. When false they run on
   /// the normal workers ahead of queued normal work.
   bool cpu_priority_lane = true;
+  /// Per GPU: compute streams, each owned by one worker thread (plus one host-to-device and one
+  /// device-to-host copy stream with their own workers). Work on different compute streams may
+  /// run concurrently on the device.
+  int gpu_compute_streams = 2;
   /// When non-empty, the profiler is started with the engine and a Chrome trace is written to
   /// this path when the engine is destroyed.
   std::string profile_path;
@@ -193,8 +197,8 @@ struct EngineConfig {
   int64_t max_retained_errors = 1024;
 
   /// Defaults overridden by WEFT_ENGINE (threaded|sync), WEFT_NUM_THREADS (N), WEFT_CPU_WORKERS
-  /// (N), WEFT_PROFILE (trace path) and WEFT_PROFILE_MAX_EVENTS (N). Throws ValueError naming a
-  /// malformed variable.
+  /// (N), WEFT_GPU_STREAMS (N), WEFT_PROFILE (trace path) and WEFT_PROFILE_MAX_EVENTS (N). Throws
+  /// ValueError naming a malformed variable.
   static EngineConfig from_environment();
 };
 

@@ -23,6 +23,7 @@ SyncEngine::SyncEngine(const EngineConfig& config)
 }
 
 SyncEngine::~SyncEngine() {
+  for (const Stream& s : streams_) DeviceAPI::get(DeviceType::kCUDA)->destroy_stream(s);
   detail::unregister_failure_log(static_cast<void*>(this));
   failures_.report_unobserved("sync");
   if (!config_.profile_path.empty()) {
@@ -72,10 +73,12 @@ void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::st
   }
   if (!name.empty()) op->name = detail::OpName(name);
   if (op->device.type == DeviceType::kCUDA) {
-    int ordinal = op->device.id;
-    ObjectPool<OprBlock>::destroy(op);
-    WEFT_THROW(NotImplemented) << "no worker pool for device 'cuda:" << ordinal
-                               << "': the synchronous engine runs CPU work only in this build";
+    try {
+      stream_for(op->device);  // creates the device's stream on first use; throws without one
+    } catch (...) {
+      ObjectPool<OprBlock>::destroy(op);
+      throw;
+    }
   }
   std::unique_lock<std::mutex> lock(mutex_);
   const std::thread::id me = std::this_thread::get_id();
@@ -156,7 +159,23 @@ void SyncEngine::execute(OprBlock* op) {
   std::exception_ptr error;
   if (!op->inherited && op->has_body) {
     detail::OperationScope scope;
-    RunContext context{op->device, Stream{op->device, nullptr}, -1};
+    // A GPU operation gets the device's one stream and is waited for before the next runs: the
+    // synchronous engine is the serial reference, ordered by construction.
+    const bool gpu = op->device.type == DeviceType::kCUDA;
+    RunContext context{op->device, gpu ? stream_for(op->device) : Stream{op->device, nullptr}, -1};
+    CurrentStreamScope current(context.stream);
+    struct GpuWait {
+      const Stream* stream;
+      std::exception_ptr* error;
+      ~GpuWait() {
+        if (stream == nullptr) return;
+        try {
+          DeviceAPI::get(DeviceType::kCUDA)->synchronize(*stream);
+        } catch (...) {
+          if (!*error) *error = std::current_exception();
+        }
+      }
+    } gpu_wait{gpu ? &context.stream : nullptr, &error};
     if (op->async) {
       AsyncWait wait;
       {
@@ -288,6 +307,23 @@ EngineStats SyncEngine::stats() const {
   stats.live_vars = vars_created_.load(std::memory_order_relaxed) -
                     vars_destroyed_.load(std::memory_order_relaxed);
   return stats;
+}
+
+Stream SyncEngine::stream_for(Device device) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  for (const Stream& s : streams_) {
+    if (s.device == device) return s;
+  }
+  DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA);
+  WEFT_CHECK_AS(NotImplemented, api != nullptr)
+      << "no stream for device '" << to_string(device)
+      << "': this build of weft has no CUDA support (configure with WEFT_USE_CUDA)";
+  const int count = api->device_count();
+  WEFT_CHECK_AS(NotImplemented, device.id >= 0 && device.id < count)
+      << "no stream for device '" << to_string(device) << "': this machine has " << count
+      << " CUDA device" << (count == 1 ? "" : "s");
+  streams_.push_back(api->create_stream(device));
+  return streams_.back();
 }
 
 }  // namespace weft

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/failure_log.h"
@@ -42,6 +43,7 @@ class SyncEngine final : public Engine {
  private:
   void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
   void execute(detail::OprBlock* op);
+  Stream stream_for(Device device);
   void wait_idle(std::unique_lock<std::mutex>& lock);
   static void complete_async(void* state, void* op, std::exception_ptr error);
 
@@ -51,6 +53,8 @@ class SyncEngine final : public Engine {
   // each operation with mutex_ released. Variables' scheduling state (versions, errors, deleted)
   // is touched only by the runner, or by others under mutex_ while no runner exists.
   std::mutex mutex_;
+  std::mutex streams_mutex_;
+  std::vector<Stream> streams_;          // one per GPU used, guarded by streams_mutex_
   std::condition_variable idle_;         // signalled when the runner finishes
   std::deque<detail::OprBlock*> queue_;  // guarded by mutex_
   bool running_ = false;                 // a runner exists; guarded by mutex_

@@ -148,6 +148,8 @@ ThreadedEngine::~ThreadedEngine() {
   failures_.report_unobserved("threaded");
   if (cpu_priority_pool_) cpu_priority_pool_->shutdown();
   cpu_pool_->shutdown();
+  gpu_owned_.clear();  // joins the GPU workers, waits for their streams
+  if (poller_) poller_->shutdown();
   if (!config_.profile_path.empty()) {
     try {
       Profiler::global().write_chrome_trace(config_.profile_path);
@@ -164,14 +166,44 @@ VarHandle ThreadedEngine::new_var() {
   return detail::make_var_handle(var);
 }
 
-void ThreadedEngine::check_device(Device device) const {
+void ThreadedEngine::check_device(Device device) {
   if (device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost) return;
-  WEFT_THROW(NotImplemented) << "no worker pool for device '" << to_string(device)
-                             << "': this engine has CPU workers only (GPU worker pools come with "
-                                "the CUDA backend)";
+  if (device.type == DeviceType::kCUDA) {
+    WEFT_CHECK_AS(ValueError, device.id >= 0 && device.id < kMaxGpus)
+        << "no worker pool for device '" << to_string(device) << "'";
+    if (gpu_pools_[static_cast<size_t>(device.id)].load(std::memory_order_acquire) != nullptr) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(gpu_mutex_);
+    if (gpu_pools_[static_cast<size_t>(device.id)].load(std::memory_order_relaxed) != nullptr) {
+      return;
+    }
+    DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA);
+    WEFT_CHECK_AS(NotImplemented, api != nullptr)
+        << "no worker pool for device '" << to_string(device)
+        << "': this build of weft has no CUDA support (configure with WEFT_USE_CUDA)";
+    if (!poller_) {
+      poller_ = std::make_unique<detail::EventPoller>(
+          [this](OprBlock* op) { dispatch(op, /*may_run_here=*/false); });
+    }
+    auto pool = std::make_unique<detail::GpuWorkerPool>(static_cast<detail::OperationRunner*>(this),
+                                                        device, config_.gpu_compute_streams);
+    gpu_pools_[static_cast<size_t>(device.id)].store(pool.get(), std::memory_order_release);
+    gpu_owned_.push_back(std::move(pool));
+    gpu_used_.store(true, std::memory_order_release);
+    return;
+  }
+  WEFT_THROW(NotImplemented) << "no worker pool for device '" << to_string(device) << "'";
 }
 
+detail::GpuWorkerPool* ThreadedEngine::gpu_pool(Device device) const {
+  return gpu_pools_[static_cast<size_t>(device.id)].load(std::memory_order_acquire);
+}
+
+detail::EventPoller& ThreadedEngine::poller() { return *poller_; }
+
 detail::WorkerPool* ThreadedEngine::pool_for(const OprBlock* op) const {
+  if (op->device.type == DeviceType::kCUDA) return gpu_pool(op->device);
   if (op->property == FnProperty::kCPUPrioritized && cpu_priority_pool_) {
     return cpu_priority_pool_.get();
   }
@@ -286,6 +318,9 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
 }
 
 bool ThreadedEngine::is_worker_thread() const {
+  if (const detail::GpuWorkerPool* gpu = detail::current_gpu_pool()) {
+    return gpu->runner() == static_cast<const detail::OperationRunner*>(this);
+  }
   return cpu_pool_->is_current_thread_worker() ||
          (cpu_priority_pool_ && cpu_priority_pool_->is_current_thread_worker());
 }
@@ -294,8 +329,9 @@ void ThreadedEngine::dispatch(OprBlock* op, bool may_run_here) {
   // Note [Which threads run operations]
   const bool trivial =
       op->kind == OpKind::kWaitVar || (op->kind == OpKind::kDeleteVar && !op->has_body);
+  // GPU work runs only on its device's workers, which own the streams.
   if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth &&
-      (may_run_here || trivial)) {
+      (may_run_here || trivial) && op->device.type != DeviceType::kCUDA) {
     ++t_async_depth;
     const int worker = is_worker_thread() ? detail::current_worker_index() : -1;
     RunContext context{op->device, Stream{op->device, nullptr}, worker};
@@ -311,6 +347,16 @@ void ThreadedEngine::run(OprBlock* op, const RunContext& context) {
 }
 
 OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
+  const bool on_gpu = op->device.type == DeviceType::kCUDA && context.stream.handle != nullptr;
+  if (!on_gpu && gpu_used_.load(std::memory_order_acquire)) {
+    // Note [GPU var events]: work off the GPU streams waits for GPU work queued on its variables
+    // in the poller, not on this thread.
+    std::vector<std::shared_ptr<Event>> pending = detail::gpu_pending_events(op);
+    if (!pending.empty()) {
+      poller_->defer(op, std::move(pending));
+      return nullptr;
+    }
+  }
   if (op->kind == OpKind::kUser) {
     // Note [Var error ordering]
     for (uint32_t i = 0; i < op->num_slots; ++i) {
@@ -327,6 +373,13 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   }
   if (op->inherited || !op->has_body) return complete(op, nullptr, true);
   std::exception_ptr error;
+  if (on_gpu) {
+    try {
+      detail::gpu_before_run(op, context.stream);
+    } catch (...) {
+      return complete(op, std::current_exception(), true);
+    }
+  }
   if (op->async) {
     // Note [Async body lifetime]: the callback may run (on another thread) before the body
     // returns; the block and the body's captures live until both have happened, and the
@@ -433,6 +486,22 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   // Captures go first, so what they hold (buffers, handles) is released before dependents run;
   // an asynchronous body may still be running, so its captures wait for it to return.
   const bool async_body = op->async_refs.load(std::memory_order_relaxed) != 0;
+  if (op->device.type == DeviceType::kCUDA) {
+    // Note [GPU var events]: completed on its worker, a GPU operation's work may still be queued
+    // on the stream: hang an event on its variables before releasing them. An asynchronous GPU
+    // operation completed from another thread has finished its work already.
+    const Stream* stream = detail::current_gpu_stream();
+    const detail::GpuWorkerPool* pool = detail::current_gpu_pool();
+    if (stream != nullptr && pool != nullptr &&
+        pool->runner() == static_cast<const detail::OperationRunner*>(this) &&
+        pool->device() == op->device && !op->inherited) {
+      try {
+        detail::gpu_after_run(op, *stream);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
   if (!async_body) op->reset_body();
   std::shared_ptr<detail::ErrorSlot> error_slot;
   if (error) {
@@ -599,6 +668,11 @@ void ThreadedEngine::wait_for_var(VarHandle var) {
 void ThreadedEngine::wait_for_all() {
   detail::check_not_inside_operation("wait_for_all");
   wait_idle();
+  if (gpu_used_.load(std::memory_order_acquire)) {
+    // GPU operations complete when queued (Note [GPU var events]): wait for the devices too.
+    std::lock_guard<std::mutex> lock(gpu_mutex_);
+    for (auto& pool : gpu_owned_) pool->synchronize();
+  }
   failures_.throw_and_clear();
 }
 
@@ -609,6 +683,9 @@ uint64_t ThreadedEngine::var_version(VarHandle var) const {
 int ThreadedEngine::num_workers(Device device) const {
   if (device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost) {
     return cpu_pool_->num_workers();
+  }
+  if (device.type == DeviceType::kCUDA && device.id >= 0 && device.id < kMaxGpus) {
+    if (const detail::GpuWorkerPool* pool = gpu_pool(device)) return pool->num_workers();
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 // per device.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/failure_log.h"
+#include "engine/gpu_worker_pool.h"
 #include "engine/var.h"
 #include "engine/worker_pool.h"
 
@@ -38,7 +40,9 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
 
   void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
   detail::WorkerPool* pool_for(const detail::OprBlock* op) const;
-  void check_device(Device device) const;
+  void check_device(Device device);
+  detail::GpuWorkerPool* gpu_pool(Device device) const;
+  detail::EventPoller& poller();
   void dispatch(detail::OprBlock* op, bool may_run_here);
   bool is_worker_thread() const;
   void run(detail::OprBlock* op, const RunContext& context) override;
@@ -56,6 +60,13 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   EngineConfig config_;
   std::unique_ptr<detail::CpuWorkerPool> cpu_pool_;
   std::unique_ptr<detail::CpuWorkerPool> cpu_priority_pool_;
+  // GPU pools, created at the first push to their device (Note [GPU var events]).
+  static constexpr int kMaxGpus = 16;
+  std::array<std::atomic<detail::GpuWorkerPool*>, kMaxGpus> gpu_pools_{};
+  std::mutex gpu_mutex_;
+  std::vector<std::unique_ptr<detail::GpuWorkerPool>> gpu_owned_;  // guarded by gpu_mutex_
+  std::atomic<bool> gpu_used_{false};
+  std::unique_ptr<detail::EventPoller> poller_;  // created with the first GPU pool
   detail::FailureLog failures_;
 
   // Note [Pending count and idle wait]: pending_ counts pushed, uncompleted operations. The

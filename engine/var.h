@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/spin_lock.h"
 #include "engine/engine.h"
@@ -232,6 +233,30 @@ std::string describe_failure(const std::string& op_name, std::exception_ptr erro
 
 }  // namespace detail
 
+// Note [GPU var events]
+// A GPU operation counts as complete once its work is queued on its stream: the engine records
+// an event on the stream after the body returns and hangs it on the variables the operation
+// touched (its writer event on those it wrote, a reader event on those it read), then releases
+// them like any completed operation, so the next GPU operation can be queued at once, long
+// before the first has run. Whoever touches such a variable next orders itself behind those
+// events without blocking a thread:
+// - a GPU operation on another stream makes its stream wait for them (cudaStreamWaitEvent);
+//   on the same stream, stream order suffices;
+// - a CPU operation, wait_for_var and delete_var's deleter (which frees device memory) are
+//   handed to the engine's event poller, which dispatches them once the events have completed.
+// A writer waits for the earlier readers too (their kernels must finish reading before it
+// overwrites); readers keep at most one event per stream, the newest.
+namespace detail {
+struct StreamEvent {
+  std::shared_ptr<Event> event;
+  void* stream = nullptr;  ///< the stream's handle
+};
+struct GpuSync {
+  StreamEvent writer;
+  std::vector<StreamEvent> readers;
+};
+}  // namespace detail
+
 /// A variable of the dependency engine. Engines use the fields they need.
 class Var {
  public:
@@ -250,6 +275,11 @@ class Var {
   int32_t running_reads = 0;   ///< granted reads not yet completed
   bool write_running = false;  ///< a granted write not yet completed
   bool deleted = false;        ///< delete_var was pushed (guarded by `lock` / engine mutex)
+  /// Events of GPU work still queued on it (Note [GPU var events]); null until a GPU operation
+  /// touches it. Guarded by `lock`.
+  std::unique_ptr<detail::GpuSync> gpu;
+  /// Set (once) when `gpu` is created, so that CPU-only work skips the lock.
+  std::atomic<bool> gpu_touched{false};
 
   bool has_error() const { return error && !error->cleared(); }
 };

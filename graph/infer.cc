@@ -42,7 +42,7 @@ Shape initial_shape(const Graph& g, uint32_t nid, const InferInputs& in) {
   return s;
 }
 
-// Note [Checked sizes] (ops/shape.h): every shape inference starts from or produces is kept
+// Note [Checked sizes] (base/shape.h): every shape inference starts from or produces is kept
 // within weft's limits, so that op rules can multiply the dimensions of one shape without
 // overflowing and a huge `__shape__`, input shape or attribute is an error naming the node.
 void check_within_limits(const Graph& g, uint32_t nid, const Shape& s, const char* what) {

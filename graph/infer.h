@@ -43,7 +43,7 @@ struct InferResult {
 };
 
 /// Runs inference. Contradictions throw ShapeError naming the node (name, index, op) and shapes,
-/// as does a shape beyond weft's size limit (Note [Checked sizes] in ops/shape.h) from an input,
+/// as does a shape beyond weft's size limit (Note [Checked sizes] in base/shape.h) from an input,
 /// a `__shape__` attribute or an op's rule.
 /// With `require_complete`, an entry left unknown throws ShapeError naming the first variable
 /// whose shape is missing (what the caller must supply) or else the first node stuck.

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "devices/device.h"
+#include "base/device.h"
 #include "devices/device_api.h"
 #include "memory/data_ptr.h"
 

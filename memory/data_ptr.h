@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "devices/device.h"
+#include "base/device.h"
 
 namespace weft {
 

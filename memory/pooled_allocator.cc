@@ -127,7 +127,8 @@ PooledAllocator::Shard& PooledAllocator::arena_for_thread() {
 }
 
 DataPtr PooledAllocator::allocate(size_t bytes, size_t alignment) {
-  return allocate_impl(bytes, Stream{device(), nullptr}, alignment);
+  // Inside an operation on a GPU stream the block is used there (not on the null stream).
+  return allocate_impl(bytes, current_stream(device()), alignment);
 }
 
 DataPtr PooledAllocator::allocate_on(size_t bytes, const Stream& stream, size_t alignment) {
@@ -281,6 +282,12 @@ void PooledAllocator::free_block_impl(Block* block) noexcept {
   }
   bool record = false;
   std::shared_ptr<Event> event;
+  if (block->stream.device.type == DeviceType::kCUDA) {
+    // Freed by work on a stream of the block's device (an engine worker's operation that used
+    // it there): the free is ordered on that stream, so that is where the block was last used.
+    Stream here = current_stream(block->stream.device);
+    if (here.handle != nullptr) block->stream = here;
+  }
   if (device_api_ != nullptr) {
     // The block may serve another stream only after the work queued before this free.
     try {

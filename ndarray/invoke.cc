@@ -34,6 +34,7 @@ struct PendingKernel {
   DataPtr workspace;
   size_t workspace_bytes = 0;
   RandomResource* random = nullptr;
+  Allocator* temp_allocator = nullptr;  // the device's pool (kept alive by the runtime)
   Engine* engine = nullptr;
   bool is_train = false;
 
@@ -47,6 +48,7 @@ struct PendingKernel {
     ctx.workspace = workspace.get();
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random ? &random->state : nullptr;
+    ctx.temp_allocator = temp_allocator;
     // Reads of these vars are ordered after their writes and before later ones: stable now.
     for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine->var_version(in_vars[i]);
     ctx.input_storage_ids = storage_ids.data();
@@ -238,6 +240,7 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
     }
   }
   pk->engine = &rt.engine();
+  if (device.type == DeviceType::kCUDA) pk->temp_allocator = &rt.allocator(device);
   pk->is_train = autograd::is_training();
 
   SmallVector<VarHandle, 4> reads = pk->in_vars;

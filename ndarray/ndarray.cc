@@ -103,9 +103,13 @@ NDArray NDArray::arange(double start, double stop, double step, DType dtype, Dev
 }
 
 NDArray NDArray::from_host(const void* data, const Shape& shape, DType dtype, Device device) {
-  WEFT_CHECK(device.type == DeviceType::kCPU)
-      << "NDArray::from_host: only CPU arrays can be filled from host "
-         "memory directly; copy_to() the device afterwards";
+  if (device.type == DeviceType::kCUDA) {
+    // Through a CPU array: the caller's buffer may be reused as soon as this returns.
+    return from_host(data, shape, dtype, Device::cpu()).copy_to(device);
+  }
+  WEFT_CHECK(device.type == DeviceType::kCPU || device.type == DeviceType::kCUDAHost)
+      << "NDArray::from_host: cannot fill an array on '" << weft::to_string(device)
+      << "' from host memory";
   NDArray a = empty(shape, dtype, device);
   // A fresh var has no pending operations: the copy can happen right here.
   if (a.nbytes() > 0) std::memcpy(a.raw_data(), data, a.nbytes());
@@ -204,14 +208,43 @@ void NDArray::copy_to(NDArray& dst) const {
   WEFT_CHECK_AS(ShapeError, dst.shape() == shape_ && dst.dtype() == dtype_)
       << "NDArray::copy_to: destination is " << dst.shape() << " " << dtype_name(dst.dtype())
       << ", source is " << shape_ << " " << dtype_name(dtype_);
-  WEFT_CHECK_AS(NotImplemented,
-                device().type == DeviceType::kCPU && dst.device().type == DeviceType::kCPU)
-      << "NDArray::copy_to: copies involving " << weft::to_string(device()) << " and "
-      << weft::to_string(dst.device()) << " need the CUDA engine (not built yet)";
   if (dst.shares_storage_with(*this) && dst.byte_offset_ == byte_offset_) return;
+  if (device().type == DeviceType::kCUDA || dst.device().type == DeviceType::kCUDA) {
+    copy_across_devices(dst);
+    return;
+  }
   InvokeOptions o;
   o.outputs = {dst};
   invoke("_copy", {*this}, {}, std::move(o));
+}
+
+// Note [Copies between devices]: one engine operation reading the source's variable and
+// writing the destination's, on the GPU side's workers: host-to-device copies on the copy-in
+// stream, device-to-host on the copy-out stream, device-to-device on a compute stream of the
+// destination (between two GPUs a peer copy). Event ordering (Note [GPU var events]) puts it
+// behind the kernels that produce the source and before those that read the destination; a CPU
+// reader of a device-to-host result runs once the copy has completed. Ordinary (pageable) host
+// memory makes CUDA stage the transfer itself: the copy-out worker waits for it, the compute
+// streams do not.
+void NDArray::copy_across_devices(NDArray& dst) const {
+  const Device from = device(), to = dst.device();
+  Device run_on = to.type == DeviceType::kCUDA ? to : from;
+  FnProperty property = FnProperty::kNormal;
+  if (from.type != DeviceType::kCUDA) {
+    property = FnProperty::kCopyToDevice;
+  } else if (to.type != DeviceType::kCUDA) {
+    property = FnProperty::kCopyFromDevice;
+  }
+  const size_t bytes = nbytes();
+  auto src_storage = storage_;
+  auto dst_storage = dst.storage_;
+  void* dst_ptr = dst.raw_data();
+  const void* src_ptr = raw_data();
+  storage_->engine->push_sync(
+      [src_storage, dst_storage, dst_ptr, src_ptr, bytes, from, to](const RunContext& rc) {
+        DeviceAPI::get(DeviceType::kCUDA)->copy(dst_ptr, to, src_ptr, from, bytes, rc.stream);
+      },
+      run_on, {storage_->var}, {dst.storage_->var}, property, 0, "copy_to");
 }
 
 void NDArray::wait_to_read() const {
@@ -224,14 +257,17 @@ void NDArray::copy_to_host(void* dst, size_t bytes) const {
   check_not_none("copy_to_host");
   WEFT_CHECK(bytes == nbytes()) << "NDArray::copy_to_host: buffer has " << bytes
                                 << " bytes, array has " << nbytes();
-  WEFT_CHECK_AS(NotImplemented, device().type == DeviceType::kCPU)
-      << "NDArray::copy_to_host: reading a device array needs the CUDA engine";
+  if (device().type == DeviceType::kCUDA) {
+    copy_to(Device::cpu()).copy_to_host(dst, bytes);
+    return;
+  }
   wait_to_read();
   if (bytes > 0) std::memcpy(dst, raw_data(), bytes);
 }
 
 std::vector<double> NDArray::to_doubles() const {
   check_not_none("to_doubles");
+  if (device().type == DeviceType::kCUDA) return copy_to(Device::cpu()).to_doubles();
   wait_to_read();
   std::vector<double> out(static_cast<size_t>(size()));
   const void* p = raw_data();

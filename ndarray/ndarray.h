@@ -179,6 +179,8 @@ class NDArray {
         byte_offset_(byte_offset) {}
 
  private:
+  void copy_across_devices(NDArray& dst) const;
+
   void check_not_none(const char* what) const;
   std::shared_ptr<detail::Storage> storage_;
   Shape shape_;

@@ -166,7 +166,7 @@ DType read_type_flag(ByteReader& r, const std::string& field) {
   return static_cast<DType>(flag);
 }
 
-/// Bytes of `shape`'s elements of `dtype` (Note [Checked sizes] in ops/shape.h); a shape beyond
+/// Bytes of `shape`'s elements of `dtype` (Note [Checked sizes] in base/shape.h); a shape beyond
 /// weft's limits fails through `r` (ValueError naming the source and offset).
 uint64_t data_bytes(const ByteReader& r, size_t at, const Shape& shape, DType dtype,
                     const std::string& field) {

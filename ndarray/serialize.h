@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "devices/device.h"
-#include "ops/dtype.h"
-#include "ops/shape.h"
+#include "base/device.h"
+#include "base/dtype.h"
+#include "base/shape.h"
 
 namespace weft {
 

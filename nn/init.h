@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/shape.h"
+#include "base/shape.h"
 
 namespace weft::nn {
 

@@ -1,6 +1,7 @@
 // Registers every built-in operator group, in a fixed order.
 #include "ops/builtin_ops.h"
 
+#include "base/build_config.h"
 #include "ops/op.h"
 
 namespace weft::detail {
@@ -16,6 +17,9 @@ void register_builtin_ops(OpRegistry& r) {
   register_optimizer_ops(r);
   register_pick_ops(r);
   register_image_ops(r);
+#if WEFT_USE_CUDA
+  register_cuda_kernels(r);  // after the definitions: adds a CUDA kernel to each op
+#endif
 }
 
 }  // namespace weft::detail

@@ -23,6 +23,8 @@ void register_pick_ops(OpRegistry& r);
 void register_image_ops(OpRegistry& r);
 // ops/image_resize.cc: _image_resize
 void register_image_resize_op(OpRegistry& r);
+// ops/cuda/register.cc: a CUDA kernel for each op defined above (CUDA builds only)
+void register_cuda_kernels(OpRegistry& r);
 
 }  // namespace detail
 }  // namespace weft

@@ -46,16 +46,42 @@ Op& Op::set_output_names(std::vector<std::string> names) {
 }
 
 const FCompute* Op::compute(DeviceType device) const {
-  const FCompute& f = compute_[device_slot(device)];
-  return f ? &f : nullptr;
+  const KernelImpl* k = first_kernel(device);
+  return k && k->compute ? &k->compute : nullptr;
 }
 const FStatefulCompute* Op::stateful_compute(DeviceType device) const {
-  const FStatefulCompute& f = stateful_[device_slot(device)];
-  return f ? &f : nullptr;
+  const KernelImpl* k = first_kernel(device);
+  return k && k->stateful ? &k->stateful : nullptr;
 }
 const FAsyncCompute* Op::async_compute(DeviceType device) const {
-  const FAsyncCompute& f = async_[device_slot(device)];
-  return f ? &f : nullptr;
+  const KernelImpl* k = first_kernel(device);
+  return k && k->async ? &k->async : nullptr;
+}
+
+std::vector<std::string> Op::kernel_names(DeviceType device) const {
+  std::vector<std::string> names;
+  int s = device_slot(device);
+  if (s >= 0) {
+    for (const KernelImpl& k : slots_[s]) names.push_back(k.name);
+  }
+  return names;
+}
+
+int Op::checked_slot(DeviceType d) const {
+  int s = device_slot(d);
+  WEFT_CHECK_AS(ValueError, s >= 0)
+      << "op '" << name_ << "': no kernel slot for device type " << static_cast<int>(d);
+  return s;
+}
+
+void Op::add_kernel(KernelSlot& slot, KernelImpl entry) {
+  for (KernelImpl& k : slot) {
+    if (k.name == entry.name) {
+      k = std::move(entry);  // the same implementation registered again: replace it
+      return;
+    }
+  }
+  slot.push_back(std::move(entry));
 }
 
 Op& Op::set_param_schema(std::vector<ParamInfo> info, ParamParser parser,

@@ -19,15 +19,16 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
+#include "base/shape.h"
+#include "base/tensor_view.h"
 #include "engine/engine.h"
-#include "ops/dtype.h"
 #include "ops/params.h"
-#include "ops/shape.h"
-#include "ops/tensor_view.h"
 
 namespace weft {
 
 class Op;
+class Allocator;
 
 /// One application's attributes: the op, the string dict as given, the parsed param struct, and
 /// the node name used in messages. Immutable once made (Op::make_attrs); safe to share.
@@ -107,6 +108,11 @@ struct OpContext {
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;  ///< when the op requested kRandom
   int num_threads = 1;            ///< intra-op threads this kernel may use (>= 1)
+  /// The pool of the op's device, for temporary memory beyond `workspace` (a GPU kernel's
+  /// scratch: cuDNN's workspace for the algorithm it picked). Allocate with allocate_on(bytes,
+  /// run.stream) and free when the kernel has been launched: the pool reuses the block on that
+  /// stream only after the work queued before the free. Null when the caller provides none.
+  Allocator* temp_allocator = nullptr;
   /// Per input, an id unique to its storage for the life of the process (never reused) and the
   /// storage's version (engine var version) at the time of the call; null when unknown. Kernels
   /// may key caches of derived data (weights reordered into a blocked layout) on the pair: equal
@@ -283,20 +289,28 @@ class Op {
   using ParamParser = std::function<std::shared_ptr<const void>(
       const AttrMap& dict, const std::string& op, const std::string& node)>;
   Op& set_param_schema(std::vector<ParamInfo> info, ParamParser parser, std::type_index param_type);
-  /// Sets the kernel (FCompute, FStatefulCompute or FAsyncCompute) for one device type.
+  /// Adds a kernel (FCompute, FStatefulCompute or FAsyncCompute) for one device type under an
+  /// implementation name (Note [Kernel slots]). The first kernel of a device type is the one that
+  /// runs; a second with the same name replaces it, one with another name queues behind it (an
+  /// ordered list per device, the reference implementation last). Pinned host memory
+  /// (cuda_host) runs the CPU kernels. Throws ValueError for a device type with no slot.
   template <typename A>
-  Op& set_attr(DeviceType device, A value) {
+  Op& set_attr(DeviceType device, A value, const char* impl = "default") {
     static_assert(std::is_same_v<A, FCompute> || std::is_same_v<A, FStatefulCompute> ||
                       std::is_same_v<A, FAsyncCompute>,
                   "per-device attributes are FCompute, FStatefulCompute and FAsyncCompute");
     check_mutable();
+    KernelSlot& slot = slots_[checked_slot(device)];
+    KernelImpl entry;
+    entry.name = impl;
     if constexpr (std::is_same_v<A, FCompute>) {
-      compute_[device_slot(device)] = std::move(value);
+      entry.compute = std::move(value);
     } else if constexpr (std::is_same_v<A, FAsyncCompute>) {
-      async_[device_slot(device)] = std::move(value);
+      entry.async = std::move(value);
     } else {
-      stateful_[device_slot(device)] = std::move(value);
+      entry.stateful = std::move(value);
     }
+    add_kernel(slot, std::move(entry));
     return *this;
   }
 
@@ -314,6 +328,8 @@ class Op {
   bool has_kernel(DeviceType device) const {
     return compute(device) || stateful_compute(device) || async_compute(device);
   }
+  /// The implementation names registered for a device type, the one that runs first.
+  std::vector<std::string> kernel_names(DeviceType device) const;
 
   int num_inputs(const OpAttrs& attrs) const;
   int num_outputs(const OpAttrs& attrs) const;
@@ -341,17 +357,40 @@ class Op {
       std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
                  FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
                  FResourceRequest, FCreateOpState, FGradient, FInferLayout, FLayoutResourceRequest>;
-  static constexpr int kDeviceSlots = 4;
-  static int device_slot(DeviceType d) { return static_cast<int>(d) & 3; }
+  // Note [Kernel slots]: one slot per device type that runs kernels, keyed by the type itself
+  // (not by bits of its code: DLPack's ROCm code 10 must not land in the CUDA slot).
+  struct KernelImpl {
+    std::string name;
+    FCompute compute;
+    FStatefulCompute stateful;
+    FAsyncCompute async;
+  };
+  using KernelSlot = std::vector<KernelImpl>;
+  static constexpr int kDeviceSlots = 2;
+  /// The slot of a device type, or -1 when it has none.
+  static int device_slot(DeviceType d) {
+    switch (d) {
+      case DeviceType::kCPU:
+      case DeviceType::kCUDAHost:
+        return 0;
+      case DeviceType::kCUDA:
+        return 1;
+    }
+    return -1;
+  }
+  int checked_slot(DeviceType d) const;
+  static void add_kernel(KernelSlot& slot, KernelImpl entry);
+  const KernelImpl* first_kernel(DeviceType d) const {
+    int s = device_slot(d);
+    return s < 0 || slots_[s].empty() ? nullptr : &slots_[s].front();
+  }
   void check_mutable() const;
 
   std::string name_;
   std::string description_;
   std::vector<std::string> aliases_;
   Attrs attrs_;
-  std::array<FCompute, kDeviceSlots> compute_;
-  std::array<FStatefulCompute, kDeviceSlots> stateful_;
-  std::array<FAsyncCompute, kDeviceSlots> async_;
+  std::array<KernelSlot, kDeviceSlots> slots_;
   std::type_index param_type_ = std::type_index(typeid(NoParams));
   std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)>
       parser_;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ops/dtype.h"
-#include "ops/shape.h"
+#include "base/dtype.h"
+#include "base/shape.h"
 
 namespace weft {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/dtype.h"
+#include "base/dtype.h"
 
 namespace weft::detail {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/shape.h"
+#include "base/shape.h"
 
 namespace weft::serve {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "devices/device.h"
+#include "base/device.h"
 #include "graph/graph.h"
 #include "ndarray/ndarray.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "devices/device.h"
-#include "ops/shape.h"
+#include "base/device.h"
+#include "base/shape.h"
 
 namespace weft::tools {
 

@@ -1,5 +1,5 @@
 // Device identity (DLPack codes, names, parsing) and the CPU DeviceAPI.
-#include "devices/device.h"
+#include "base/device.h"
 
 #include <gtest/gtest.h>
 

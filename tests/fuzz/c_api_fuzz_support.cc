@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/dtype.h"
+#include "base/dtype.h"
 #include "ops/op.h"
 
 namespace weft::fuzz::capi {

@@ -1,4 +1,4 @@
-// Checked shape sizes (Note [Checked sizes] in ops/shape.h): element and byte counts that
+// Checked shape sizes (Note [Checked sizes] in base/shape.h): element and byte counts that
 // overflow are ShapeErrors naming the shape, and op shape rules that multiply or add dimensions
 // from attributes refuse results beyond the limit instead of wrapping.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/shape.h"
+#include "base/shape.h"
 #include "tests/ops/op_harness.h"
 
 namespace weft {

@@ -1,5 +1,5 @@
 // Device names and parsing.
-#include "devices/device.h"
+#include "base/device.h"
 
 #include <algorithm>
 

@@ -3,10 +3,10 @@
 
 #include <cstdint>
 
+#include "base/device.h"
+#include "base/dtype.h"
 #include "base/error.h"
-#include "devices/device.h"
-#include "ops/dtype.h"
-#include "ops/shape.h"
+#include "base/shape.h"
 
 namespace weft {
 

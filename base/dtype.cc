@@ -1,5 +1,5 @@
 // DType sizes, names and DLPack conversion.
-#include "ops/dtype.h"
+#include "base/dtype.h"
 
 #include "base/error.h"
 

@@ -1,0 +1,125 @@
+// NDArray on cuda:0: copies both ways, imperative operators through the engine against the same
+// operators on the CPU, and autograd on the GPU against the CPU's gradients. Skips without a
+// CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "devices/device_api.h"
+#include "ndarray/autograd.h"
+#include "ndarray/ndarray.h"
+
+namespace weft {
+namespace {
+
+bool have_gpu() {
+  DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA);
+  return api != nullptr && api->device_count() > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+const Device kGpu = Device::cuda(0);
+
+void expect_close(const NDArray& gpu, const NDArray& cpu, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(gpu.device(), kGpu) << what;
+  std::vector<double> g = gpu.to_doubles(), c = cpu.to_doubles();
+  ASSERT_EQ(g.size(), c.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < g.size() && failures < 10; ++i) {
+    if (!(std::abs(g[i] - c[i]) <= atol + rtol * std::abs(c[i]))) {
+      ADD_FAILURE() << what << ": element " << i << " gpu " << g[i] << " cpu " << c[i];
+      ++failures;
+    }
+  }
+}
+
+TEST(GpuNDArray, CopiesToTheDeviceAndBackAreExact) {
+  REQUIRE_GPU();
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kUInt8}) {
+    NDArray host =
+        invoke1("Cast", {NDArray::uniform(Shape{7, 13, 5}, 0, 9)}, {{"dtype", dtype_name(dtype)}});
+    NDArray dev = host.copy_to(kGpu);
+    EXPECT_EQ(dev.device(), kGpu);
+    NDArray dev2 = dev.copy_to(kGpu);  // device to device
+    NDArray back = dev2.copy_to(Device::cpu());
+    EXPECT_EQ(back.to_doubles(), host.to_doubles()) << dtype_name(dtype);
+    std::vector<char> raw(host.nbytes());
+    dev.copy_to_host(raw.data(), raw.size());
+    EXPECT_EQ(std::memcmp(raw.data(), host.raw_data(), raw.size()), 0);
+  }
+  // from_host straight to the device
+  std::vector<float> values{1.5f, -2.0f, 3.25f};
+  NDArray d = NDArray::from_host(values.data(), Shape{3}, DType::kFloat32, kGpu);
+  EXPECT_EQ(d.to_doubles(), (std::vector<double>{1.5, -2.0, 3.25}));
+}
+
+TEST(GpuNDArray, ImperativeOperatorsMatchTheCpu) {
+  REQUIRE_GPU();
+  NDArray x = NDArray::uniform(Shape{4, 3, 9, 9}, -1, 1);
+  NDArray w = NDArray::uniform(Shape{8, 3, 3, 3}, -0.5, 0.5);
+  NDArray b = NDArray::uniform(Shape{8}, -0.1, 0.1);
+  NDArray xg = x.copy_to(kGpu), wg = w.copy_to(kGpu), bg = b.copy_to(kGpu);
+  expect_close(invoke1("exp", {xg}), invoke1("exp", {x}), 1e-6, 1e-6, "exp");
+  NDArray row = NDArray::uniform(Shape{1, 3, 1, 9}, -1, 1);
+  expect_close(invoke1("broadcast_add", {xg, row.copy_to(kGpu)}),
+               invoke1("broadcast_add", {x, row}), 1e-6, 1e-6, "broadcast_add");
+  expect_close(invoke1("sum", {xg}, {{"axis", "(1, 3)"}}),
+               invoke1("sum", {x}, {{"axis", "(1, 3)"}}), 1e-5, 1e-5, "sum");
+  expect_close(invoke1("softmax", {xg}, {{"axis", "1"}}), invoke1("softmax", {x}, {{"axis", "1"}}),
+               1e-5, 1e-6, "softmax");
+  AttrMap conv{{"kernel", "(3, 3)"}, {"num_filter", "8"}, {"pad", "(1, 1)"}, {"stride", "(2, 2)"}};
+  expect_close(invoke1("Convolution", {xg, wg, bg}, conv), invoke1("Convolution", {x, w, b}, conv),
+               1e-4, 1e-4, "Convolution");
+  AttrMap pool{{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"pool_type", "max"}};
+  expect_close(invoke1("Pooling", {xg}, pool), invoke1("Pooling", {x}, pool), 0, 0, "Pooling");
+  NDArray fw = NDArray::uniform(Shape{10, 3 * 9 * 9}, -0.1, 0.1);
+  NDArray fb = NDArray::uniform(Shape{10}, -0.1, 0.1);
+  AttrMap fc{{"num_hidden", "10"}};
+  expect_close(invoke1("FullyConnected", {xg, fw.copy_to(kGpu), fb.copy_to(kGpu)}, fc),
+               invoke1("FullyConnected", {x, fw, fb}, fc), 1e-4, 1e-5, "FullyConnected");
+}
+
+TEST(GpuNDArray, AutogradOnTheGpuMatchesTheCpu) {
+  REQUIRE_GPU();
+  NDArray x = NDArray::uniform(Shape{16, 20}, -1, 1);
+  NDArray w1 = NDArray::uniform(Shape{32, 20}, -0.3, 0.3), b1 = NDArray::zeros(Shape{32});
+  NDArray w2 = NDArray::uniform(Shape{5, 32}, -0.3, 0.3), b2 = NDArray::zeros(Shape{5});
+  std::vector<NDArray> params_cpu{w1, b1, w2, b2}, params_gpu;
+  for (auto& p : params_cpu) params_gpu.push_back(p.copy_to(kGpu));
+  auto run = [](const NDArray& input, std::vector<NDArray>& p) {
+    for (auto& a : p) a.attach_grad();
+    NDArray loss;
+    {
+      autograd::RecordScope record;
+      NDArray h = invoke1("FullyConnected", {input, p[0], p[1]}, {{"num_hidden", "32"}});
+      h = invoke1("Activation", {h}, {{"act_type", "tanh"}});
+      NDArray o = invoke1("FullyConnected", {h, p[2], p[3]}, {{"num_hidden", "5"}});
+      loss = invoke1("sum", {invoke1("square", {o})});
+    }
+    loss.backward();
+    return loss;
+  };
+  NDArray lc = run(x, params_cpu);
+  NDArray lg = run(x.copy_to(kGpu), params_gpu);
+  expect_close(lg, lc, 1e-5, 1e-5, "loss");
+  for (size_t i = 0; i < params_cpu.size(); ++i) {
+    expect_close(params_gpu[i].grad(), params_cpu[i].grad(), 1e-4, 1e-5,
+                 "gradient of parameter " + std::to_string(i));
+  }
+}
+
+TEST(GpuNDArray, ManySmallOpsInFlightStayOrdered) {
+  REQUIRE_GPU();
+  NDArray a = NDArray::zeros(Shape{1}, DType::kFloat32, kGpu);
+  for (int i = 0; i < 2000; ++i) a = invoke1("_plus_scalar", {a}, {{"scalar", "1"}});
+  EXPECT_EQ(a.item(), 2000.0);
+}
+
+}  // namespace
+}  // namespace weft
