@@ -20,19 +20,19 @@ void register_elemwise_scalar_kernels(OpRegistry& r);  // elemwise_scalar.cu
 
 /// Like WEFT_CUDA_ALL_SWITCH without bool: the types the CPU's arithmetic kernels accept, plus
 /// the 16-bit floats.
-#define WEFT_CUDA_ARITH_SWITCH(dtype, DT, what, ...)                             \
-  switch (dtype) {                                                               \
-    WEFT_CUDA_CASE_(kFloat32, float, DT, __VA_ARGS__)                            \
-    WEFT_CUDA_CASE_(kFloat64, double, DT, __VA_ARGS__)                           \
-    WEFT_CUDA_CASE_(kFloat16, __half, DT, __VA_ARGS__)                           \
-    WEFT_CUDA_CASE_(kBFloat16, __nv_bfloat16, DT, __VA_ARGS__)                   \
-    WEFT_CUDA_CASE_(kUInt8, uint8_t, DT, __VA_ARGS__)                            \
-    WEFT_CUDA_CASE_(kInt8, int8_t, DT, __VA_ARGS__)                              \
-    WEFT_CUDA_CASE_(kInt32, int32_t, DT, __VA_ARGS__)                            \
-    WEFT_CUDA_CASE_(kInt64, int64_t, DT, __VA_ARGS__)                            \
-    default:                                                                     \
-      WEFT_THROW(NotImplemented)                                         \
-          << what << ": no CUDA kernel for dtype " << ::weft::dtype_name(dtype); \
+#define WEFT_CUDA_ARITH_SWITCH(dtype, DT, what, ...)                      \
+  switch (dtype) {                                                        \
+    WEFT_CUDA_CASE_(kFloat32, float, DT, __VA_ARGS__)                     \
+    WEFT_CUDA_CASE_(kFloat64, double, DT, __VA_ARGS__)                    \
+    WEFT_CUDA_CASE_(kFloat16, __half, DT, __VA_ARGS__)                    \
+    WEFT_CUDA_CASE_(kBFloat16, __nv_bfloat16, DT, __VA_ARGS__)            \
+    WEFT_CUDA_CASE_(kUInt8, uint8_t, DT, __VA_ARGS__)                     \
+    WEFT_CUDA_CASE_(kInt8, int8_t, DT, __VA_ARGS__)                       \
+    WEFT_CUDA_CASE_(kInt32, int32_t, DT, __VA_ARGS__)                     \
+    WEFT_CUDA_CASE_(kInt64, int64_t, DT, __VA_ARGS__)                     \
+    default:                                                              \
+      WEFT_THROW(NotImplemented) << what << ": no CUDA kernel for dtype " \
+                                 << ::weft::dtype_name(dtype);            \
   }
 
 template <typename T>
@@ -452,11 +452,26 @@ __device__ __forceinline__ C safe_div(C a, C b) {
   }
 }
 
-/// pow for any arithmetic type (integers through double).
+/// pow for any arithmetic type. Integers: the CPU's static_cast<C>(std::pow(double, double)),
+/// computed exactly (CUDA's double pow may miss an exact integer result by an ulp, which the
+/// truncation would turn into an off-by-one).
 template <typename C>
 __device__ __forceinline__ C any_pow(C a, C b) {
   if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(pow(static_cast<double>(a), static_cast<double>(b)));
+    if constexpr (std::is_signed_v<C>) {
+      if (b < 0) {  // |result| < 1 but for a = +-1 (0 ^ negative is inf on the CPU: undefined)
+        if (a == 1) return C(1);
+        if (a == C(-1)) return (b % 2 == 0) ? C(1) : C(-1);
+        return C(0);
+      }
+    }
+    // Unsigned: wraps like the two's complement product, without signed overflow.
+    uint64_t result = 1, base = static_cast<uint64_t>(static_cast<int64_t>(a));
+    for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
+      if (e & 1) result *= base;
+      base *= base;
+    }
+    return static_cast<C>(static_cast<int64_t>(result));
   } else {
     return pow(a, b);
   }
