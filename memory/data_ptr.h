@@ -40,6 +40,8 @@ class DataPtr {
   size_t size() const { return size_; }
   Device device() const { return device_; }
   void* context() const { return context_; }
+  /// The function that gives the memory back (identifies the allocator that made it).
+  Deleter deleter() const { return deleter_; }
   explicit operator bool() const { return ptr_ != nullptr; }
 
   /// Runs the deleter now and leaves this handle empty.

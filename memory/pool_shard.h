@@ -49,6 +49,8 @@ struct PooledAllocator::Block {
   Block* free_next = nullptr;
   DataPtr segment;  // set on a segment's first block: owns the upstream memory
   Stream stream;    // where it was last used
+  // Other streams it was used on while allocated (PooledAllocator::record_stream).
+  std::vector<Stream> other_streams;
   // Recorded at free time on a device with streams; shared by the pieces of a split block.
   std::shared_ptr<Event> event;
   bool event_pending = false;

@@ -265,8 +265,38 @@ void PooledAllocator::free_block(void* context, void*, size_t) noexcept {
   pool->free_block_impl(block);
 }
 
+void PooledAllocator::record_stream(const DataPtr& ptr, const Stream& stream) {
+  WEFT_CHECK_AS(ValueError, ptr && ptr.deleter() == &PooledAllocator::free_block)
+      << "record_stream: the pointer was not allocated by pool '" << name() << "'";
+  auto* block = static_cast<Block*>(ptr.context());
+  WEFT_CHECK_AS(ValueError, block->shard->pool == this)
+      << "record_stream: the pointer belongs to another pool than '" << name() << "'";
+  if (stream.handle == block->stream.handle) return;
+  for (const Stream& s : block->other_streams) {
+    if (s.handle == stream.handle) return;
+  }
+  block->other_streams.push_back(stream);
+}
+
 void PooledAllocator::free_block_impl(Block* block) noexcept {
   Shard& shard = *block->shard;
+  if (!block->other_streams.empty() && device_api_ != nullptr) {
+    // record_stream: join the other streams' work into the block's stream, so that the one
+    // free-time event below covers it (no host wait).
+    for (const Stream& other : block->other_streams) {
+      try {
+        Event joined = device_api_->create_event(other.device);
+        joined.record(other);
+        joined.block(block->stream);
+      } catch (...) {
+        try {
+          device_api_->synchronize(other);  // never a race: wait on the host instead
+        } catch (...) {
+        }
+      }
+    }
+    block->other_streams.clear();
+  }
   if (block->direct) {
     {
       std::lock_guard<detail::SpinLock> lock(shard.lock);

@@ -107,6 +107,12 @@ class PooledAllocator final : public Allocator {
                       size_t alignment = kDefaultAlignment) override;
   Device device() const override;
   std::string name() const override;
+  /// Marks a block of this pool (`ptr`, still allocated) as used on `stream` besides the stream
+  /// it was allocated for, as PyTorch's record_stream does: when it is freed, the stream it is
+  /// freed on waits (on the device) for the work queued on `stream` by then, so the block serves
+  /// no later request before that work. Call from the block's owner; throws ValueError for a
+  /// pointer from another allocator.
+  void record_stream(const DataPtr& ptr, const Stream& stream);
 
   /// Returns every cached block that is whole (not split) to the upstream allocator, waiting for
   /// pending cross-stream events first. Thread-safe.
