@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "data/element.h"
 #include "base/device.h"
+#include "data/element.h"
 
 namespace weft::data {
 

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "dist/dist.h"
 #include "base/dtype.h"
+#include "dist/dist.h"
 
 namespace weft::dist::detail {
 

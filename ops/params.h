@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/error.h"
 #include "base/dtype.h"
+#include "base/error.h"
 #include "base/shape.h"
 
 namespace weft {
