@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 log "device: $(cat "$out/device.txt"); nvcc: $(nvcc --version | tail -1); cudnn root: ${cudnn_root:-toolkit}"
 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DWEFT_USE_CUDA=ON -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_TOOLS=ON \
+  -DWEFT_USE_CUDA=ON -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_TOOLS=ON -DWEFT_BUILD_BENCH=ON \
   ${cudnn_root:+-DCUDNN_ROOT=$cudnn_root} > "$out/configure.log" 2>&1 ||
   { log "configure failed"; tail -30 "$out/configure.log"; exit 1; }
 targets=("$@")
