@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/image_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 
@@ -125,23 +126,6 @@ void to_tensor_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<con
 
 // ---- _image_normalize --------------------------------------------------------------------------
 
-struct ImageNormalizeParam {
-  std::vector<double> mean{0.0};
-  std::vector<double> std{1.0};
-  static void declare(ParamSchema<ImageNormalizeParam>& s) {
-    s.field("mean", &ImageNormalizeParam::mean)
-        .set_default({0.0}, "0")
-        .describe("per-channel means, or one value for every channel");
-    s.field("std", &ImageNormalizeParam::std)
-        .set_default({1.0}, "1")
-        .describe("per-channel standard deviations, or one value for every channel");
-    s.check([](ImageNormalizeParam& p) {
-      if (p.mean.empty() || p.std.empty()) {
-        WEFT_THROW(ValueError) << "mean and std need at least one value";
-      }
-    });
-  }
-};
 
 // The value for channel `c` of a per-channel tuple (rounded to float, as MXNet stores them).
 double channel_value(const std::vector<double>& v, int64_t c) {
@@ -239,16 +223,6 @@ bool image_same_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
   return ok;
 }
 
-struct RandomFlipParam {
-  double p = 0.5;
-  static void declare(ParamSchema<RandomFlipParam>& s) {
-    s.field("p", &RandomFlipParam::p)
-        .set_default(0.5)
-        .lower_bound(0.0)
-        .upper_bound(1.0)
-        .describe("probability of flipping (MXNet 2.0's parameter; 1.9.1 always uses 0.5)");
-  }
-};
 
 // Mirrors one row of w pixels of c channels (CN > 0: c == CN known at compile time).
 template <typename T, int CN>

@@ -18,6 +18,7 @@ namespace weft::cuda {
 
 void register_misc_ctc_kernels(OpRegistry& r);         // misc_ctc.cu
 void register_misc_upsampling_kernels(OpRegistry& r);  // misc_upsampling.cu
+void register_image_kernels(OpRegistry& r);            // image.cu
 
 namespace {
 
@@ -150,6 +151,7 @@ void register_misc_kernels(OpRegistry& r) {
   r.register_op("adamw_update").set_attr(DeviceType::kCUDA, FCompute(adamw_update), "cuda");
   register_misc_ctc_kernels(r);
   register_misc_upsampling_kernels(r);
+  register_image_kernels(r);
 }
 
 }  // namespace weft::cuda

@@ -292,5 +292,47 @@ TEST(CudaUpSampling, Bilinear) {
   }
 }
 
+// ---- image ops ----------------------------------------------------------------------------------
+
+TEST(CudaImage, ToTensor) {
+  WEFT_REQUIRE_CUDA();
+  HostTensor img = HostTensor::random(Shape{2, 5, 7, 3}, 1, 0, 255, DType::kUInt8);
+  for (double& v : img.data) v = static_cast<double>(static_cast<int>(v));
+  CudaCompare c = f32_cmp();
+  c.gradients = false;  // no FGradient
+  expect_cuda_matches_cpu("_image_to_tensor", {}, {img}, c);
+  expect_cuda_matches_cpu("_image_to_tensor", {}, {rnd(Shape{5, 7, 2}, 2, kF32, 0, 255)}, c);
+}
+
+TEST(CudaImage, Normalize) {
+  WEFT_REQUIRE_CUDA();
+  expect_cuda_matches_cpu("_image_normalize",
+                          {{"mean", "(0.1, 0.2, 0.3)"}, {"std", "(0.5, 2.0, 1.5)"}},
+                          {rnd(Shape{2, 3, 5, 7}, 3)}, f32_cmp());
+  expect_cuda_matches_cpu("_image_normalize", {{"mean", "0.4"}, {"std", "3"}},
+                          {rnd(Shape{4, 5, 3}, 4, kF64)}, f64_cmp());
+}
+
+TEST(CudaImage, Flips) {
+  WEFT_REQUIRE_CUDA();
+  for (const char* op : {"_image_flip_left_right", "_image_flip_top_bottom"}) {
+    SCOPED_TRACE(op);
+    expect_cuda_matches_cpu(op, {}, {rnd(Shape{5, 7, 3}, 5)}, f32_cmp());
+    expect_cuda_matches_cpu(op, {}, {rnd(Shape{2, 4, 5, 2}, 6)},
+                            add_cmp(rnd(Shape{2, 4, 5, 2}, 7)));
+  }
+}
+
+TEST(CudaImage, RandomFlipsWithCertainOutcomes) {
+  WEFT_REQUIRE_CUDA();
+  for (const char* op : {"_image_random_flip_left_right", "_image_random_flip_top_bottom"}) {
+    SCOPED_TRACE(op);
+    CudaCompare c = f32_cmp();
+    c.gradients = false;
+    expect_cuda_matches_cpu(op, {{"p", "1"}}, {rnd(Shape{5, 7, 3}, 8)}, c);
+    expect_cuda_matches_cpu(op, {{"p", "0"}}, {rnd(Shape{5, 7, 3}, 9)}, c);
+  }
+}
+
 }  // namespace
 }  // namespace weft::testing
