@@ -1,0 +1,9 @@
+// CUDA kernels: the rnn family (see ops/cuda/register.h). Not written yet: RNN and _backward_RNN
+// have no CUDA kernel, so graphs that use them on a GPU fail at bind time with NotImplemented.
+#include "ops/cuda/register.h"
+
+namespace weft::cuda {
+
+void register_rnn_kernels(OpRegistry&) {}
+
+}  // namespace weft::cuda
