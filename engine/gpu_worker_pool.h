@@ -94,6 +94,7 @@ class EventPoller {
   std::condition_variable wake_;
   std::vector<Held> held_;  // guarded by mutex_
   bool stopping_ = false;   // guarded by mutex_
+  bool sleeping_ = false;   // waiting on wake_; guarded by mutex_
   std::thread thread_;
 };
 

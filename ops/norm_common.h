@@ -75,6 +75,14 @@ inline void check_float_type(const OpAttrs& attrs, DType type, const char* what)
       << attrs.where() << ": " << what << " must be float32 or float64, got " << dtype_name(type);
 }
 
+/// Throws ValueError naming the op when `type` is not a floating type (float16 and bfloat16 run
+/// on the GPU; the CPU kernels reject them with NotImplemented when called).
+inline void check_any_float_type(const OpAttrs& attrs, DType type, const char* what) {
+  WEFT_CHECK(type == DType::kFloat32 || type == DType::kFloat64 || type == DType::kFloat16 ||
+             type == DType::kBFloat16 || type == DType::kUnknown)
+      << attrs.where() << ": " << what << " must be a floating type, got " << dtype_name(type);
+}
+
 /// Reads element i of a view of any supported dtype as a double (labels, lengths).
 inline double read_as_double(const TensorView& v, int64_t i) {
   double x = 0;

@@ -141,7 +141,7 @@ bool softmax_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vecto
     if (in[0] == DType::kUnknown) assign_input_type(attrs, in, 0, out[0]);
     assign_output_type(attrs, out, 0, in[0]);
   }
-  norm::check_float_type(attrs, in[0], "softmax data");
+  norm::check_any_float_type(attrs, in[0], "softmax data");
   if (p.has_length() && in[1] == DType::kUnknown) in[1] = DType::kInt32;
   return in[0] != DType::kUnknown && out[0] != DType::kUnknown;
 }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/cuda/conv_bias_grad.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
 #include "ops/deconv_params.h"
@@ -335,11 +336,9 @@ void cudnn_channel_bias_grad(const OpContext& ctx, DType dtype, const void* dy, 
     if (!add) zero(ctx, db, channels, dtype);
     return;
   }
-  BiasDescs d(dtype, batch, channels, size, device_of(ctx));
-  const Scales s(dtype, add);
-  WEFT_CUDA_CALL(
-      cudnnConvolutionBackwardBias(handles(ctx).cudnn, s.alpha(), d.y, dy, s.beta(), d.b, db),
-      device_of(ctx));
+  // cudnnConvolutionBackwardBias answers NOT_SUPPORTED for bfloat16: one reduction of weft's
+  // serves every type.
+  channel_bias_grad(ctx, dtype, dy, batch, channels, size, db, add);
 }
 
 namespace {
