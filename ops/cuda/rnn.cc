@@ -1,5 +1,5 @@
 // CUDA kernels: the rnn family (see ops/cuda/register.h). Not written yet: RNN and _backward_RNN
-// have no CUDA kernel, so graphs that use them on a GPU fail at bind time with NotImplemented.
+// have no CUDA kernel.
 #include "ops/cuda/register.h"
 
 namespace weft::cuda {
