@@ -177,7 +177,7 @@ void gpu_after_run(OprBlock* op, const Stream& stream) {
   }
 }
 
-std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op) {
+std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op, bool query) {
   std::vector<std::shared_ptr<Event>> pending;
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     const VarSlot& slot = op->slots[i];
@@ -194,7 +194,7 @@ std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op) {
     }
     bool all_done = true;
     for (auto& e : events) {
-      if (!e->query()) {
+      if (!query || !e->query()) {
         pending.push_back(e);
         all_done = false;
       }

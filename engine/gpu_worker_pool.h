@@ -66,8 +66,9 @@ void gpu_before_run(OprBlock* op, const Stream& stream);
 /// After a GPU operation's body: records an event on `stream` and hangs it on the variables.
 void gpu_after_run(OprBlock* op, const Stream& stream);
 /// For an operation not run on a GPU stream: the events on its variables still pending (empty
-/// when it may run now). Forgets the events found complete.
-std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op);
+/// when it may run now). Forgets the events found complete. Without `query`, every event counts
+/// as pending (the poller asks): for deleters, which need not run soon, on a worker's hot path.
+std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op, bool query = true);
 
 /// A thread that holds operations until GPU events complete, then hands them to `dispatch`.
 /// Polls with short sleeps while it holds any (a few tens of microseconds late at most), and

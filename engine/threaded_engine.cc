@@ -351,7 +351,9 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   if (!on_gpu && gpu_used_.load(std::memory_order_acquire)) {
     // Note [GPU var events]: work off the GPU streams waits for GPU work queued on its variables
     // in the poller, not on this thread.
-    std::vector<std::shared_ptr<Event>> pending = detail::gpu_pending_events(op);
+    // A deleter need not run soon: leave the event queries to the poller, off this thread.
+    std::vector<std::shared_ptr<Event>> pending =
+        detail::gpu_pending_events(op, /*query=*/op->kind != OpKind::kDeleteVar);
     if (!pending.empty()) {
       poller_->defer(op, std::move(pending));
       return nullptr;
