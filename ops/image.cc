@@ -126,7 +126,6 @@ void to_tensor_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<con
 
 // ---- _image_normalize --------------------------------------------------------------------------
 
-
 // The value for channel `c` of a per-channel tuple (rounded to float, as MXNet stores them).
 double channel_value(const std::vector<double>& v, int64_t c) {
   return static_cast<float>(v.size() == 1 ? v[0] : v[static_cast<size_t>(c)]);
@@ -222,7 +221,6 @@ bool image_same_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
   if (in[0].rank_known()) check_image_rank(attrs, in[0], kHwc);
   return ok;
 }
-
 
 // Mirrors one row of w pixels of c channels (CN > 0: c == CN known at compile time).
 template <typename T, int CN>
