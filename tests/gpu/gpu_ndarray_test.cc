@@ -59,6 +59,20 @@ TEST(GpuNDArray, CopiesToTheDeviceAndBackAreExact) {
   EXPECT_EQ(d.to_doubles(), (std::vector<double>{1.5, -2.0, 3.25}));
 }
 
+TEST(GpuNDArray, PinnedHostArraysCopyAsynchronouslyAndCpuReadersWait) {
+  REQUIRE_GPU();
+  const Device pinned{DeviceType::kCUDAHost, 0};
+  NDArray x = NDArray::uniform(Shape{1 << 20}, -1, 1);
+  NDArray dev = x.copy_to(kGpu);
+  for (int i = 0; i < 5; ++i) dev = invoke1("_mul_scalar", {dev}, {{"scalar", "2"}});
+  NDArray staged = dev.copy_to(pinned);  // device to page-locked host memory, on the copy stream
+  NDArray on_cpu = invoke1("_mul_scalar", {staged}, {{"scalar", "0.5"}});  // a CPU op behind it
+  std::vector<double> got = on_cpu.to_doubles(), src = x.to_doubles();
+  for (size_t i = 0; i < src.size(); i += 4099) ASSERT_DOUBLE_EQ(got[i], src[i] * 16) << i;
+  NDArray back = staged.copy_to(kGpu);  // page-locked to the device
+  expect_close(back, invoke1("_mul_scalar", {x}, {{"scalar", "32"}}), 0, 0, "pinned round trip");
+}
+
 TEST(GpuNDArray, ImperativeOperatorsMatchTheCpu) {
   REQUIRE_GPU();
   NDArray x = NDArray::uniform(Shape{4, 3, 9, 9}, -1, 1);
