@@ -307,16 +307,6 @@ void random_flip_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 
 // ---- _image_crop -------------------------------------------------------------------------------
 
-struct ImageCropParam {
-  int64_t x = 0, y = 0, width = 0, height = 0;
-  static void declare(ParamSchema<ImageCropParam>& s) {
-    s.field("x", &ImageCropParam::x).lower_bound(0).describe("left column of the window");
-    s.field("y", &ImageCropParam::y).lower_bound(0).describe("top row of the window");
-    s.field("width", &ImageCropParam::width).lower_bound(1).describe("width of the window");
-    s.field("height", &ImageCropParam::height).lower_bound(1).describe("height of the window");
-  }
-};
-
 // The cropped shape of an (N,) H, W, C input; throws when the window leaves the image.
 Shape crop_shape(const OpAttrs& attrs, const Shape& s) {
   check_image_rank(attrs, s, kHwc);

@@ -9,48 +9,13 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/image_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 
 namespace weft::detail {
 
 namespace {
-
-struct ImageResizeParam {
-  Shape size;
-  bool keep_ratio = false;
-  int64_t interp = 1;
-  static void declare(ParamSchema<ImageResizeParam>& s) {
-    s.field("size", &ImageResizeParam::size)
-        .set_default(Shape{}, "()")
-        .describe("new size: (width, height), or one value (see keep_ratio)");
-    s.field("keep_ratio", &ImageResizeParam::keep_ratio)
-        .set_default(false)
-        .describe(
-            "with a single size: resize the short edge to it keeping the aspect ratio "
-            "(False: both edges)");
-    s.field("interp", &ImageResizeParam::interp)
-        .set_default(1)
-        .describe(
-            "OpenCV interpolation: 0 nearest, 1 bilinear (2 bicubic, 3 area and 4 Lanczos "
-            "are not implemented)");
-    s.check([](ImageResizeParam& p) {
-      if (p.size.ndim() != 1 && p.size.ndim() != 2) {
-        WEFT_THROW(ValueError) << "size must have 1 or 2 values, (width, height) or (size,), got "
-                               << format_shape_attr(p.size);
-      }
-      for (int i = 0; i < p.size.ndim(); ++i) {
-        if (p.size[i] <= 0) {
-          WEFT_THROW(ValueError) << "size must be positive, got " << format_shape_attr(p.size);
-        }
-      }
-      if (p.interp < 0 || p.interp > 4) {
-        WEFT_THROW(ValueError) << "interp must be an OpenCV interpolation in [0, 4], got "
-                               << p.interp;
-      }
-    });
-  }
-};
 
 // The output (height, width) for an input of h x w (-1: unknown). MXNet's integer rule: with
 // keep_ratio the short edge becomes size and the other is scaled and truncated.

@@ -152,6 +152,7 @@ void register_misc_kernels(OpRegistry& r) {
   register_misc_ctc_kernels(r);
   register_misc_upsampling_kernels(r);
   register_image_kernels(r);
+  register_image_crop_resize_kernels(r);
 }
 
 }  // namespace weft::cuda

@@ -31,5 +31,8 @@ void register_norm_kernels(OpRegistry& r);
 void register_rnn_kernels(OpRegistry& r);
 // misc.cu: optimizer updates, _contrib_CTCLoss, UpSampling, the _image_* ops, MakeLoss.
 void register_misc_kernels(OpRegistry& r);
+// image_crop_resize.cu: _image_crop, _backward_image_crop, _image_resize (called by
+// register_misc_kernels).
+void register_image_crop_resize_kernels(OpRegistry& r);
 
 }  // namespace weft::cuda
