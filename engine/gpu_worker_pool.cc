@@ -190,21 +190,15 @@ std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op, bool query)
       if (var->gpu->writer.event) events.push_back(var->gpu->writer.event);
       if (slot.write) {
         for (const auto& r : var->gpu->readers) events.push_back(r.event);
+        // A writer holds the variable alone: no operation can hang new events on it before this
+        // one has run, and this one runs only once these have completed (now, or when the
+        // poller has seen them). So it may forget them here, and finds none when it comes back.
+        var->gpu->writer = StreamEvent{};
+        var->gpu->readers.clear();
       }
     }
-    bool all_done = true;
     for (auto& e : events) {
-      if (!query || !e->query()) {
-        pending.push_back(e);
-        all_done = false;
-      }
-    }
-    if (all_done && slot.write) {
-      // Everything queued on the variable has run: a CPU writer may forget it. (A reader may
-      // not clear the reader events of others still running concurrently.)
-      std::lock_guard<SpinLock> lock(var->lock);
-      var->gpu->writer = StreamEvent{};
-      var->gpu->readers.clear();
+      if (!query || !e->query()) pending.push_back(std::move(e));
     }
   }
   return pending;

@@ -11,7 +11,7 @@ run() {  # name, command...
   local name=$1
   shift
   local start=$(date +%s)
-  timeout 900 "$@" > "$out/$name.log" 2>&1
+  timeout 150 "$@" > "$out/$name.log" 2>&1
   local rc=$?
   local tally
   tally=$(grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$out/$name.log" | grep -v "^\[  FAILED  \] [A-Z].*\." | tr '\n' ' ')
@@ -26,6 +26,6 @@ run memory "$b/tests/memory/weft_memory_tests"
 "$b/tools/weft" ops --all > "$out/ops_listing.txt" 2>&1 || "$b/tools/weft" ops > "$out/ops_listing.txt" 2>&1
 echo "== weft ops: $(grep -c 'kernels: cpu cuda' "$out/ops_listing.txt") ops list 'kernels: cpu cuda'" | tee -a "$out/summary.txt"
 if [ "${1:-}" = --bench ]; then
-  WEFT_GPU_BENCH_BIN=$b/bench/gpu/weft_gpu_bench bash bench/gpu/run.sh > "$out/bench_gpu.txt" 2>&1
+  WEFT_GPU_BENCH_BIN=$b/bench/gpu/weft_gpu_bench timeout 240 bash bench/gpu/run.sh > "$out/bench_gpu.txt" 2>&1
   cat "$out/bench_gpu.txt" | tee -a "$out/summary.txt"
 fi
