@@ -64,33 +64,6 @@ bool dot_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<S
   return all_known(in) && all_known(out);
 }
 
-/// The GEMM of a dot: lhs memory (ra × ca), rhs memory (rb × cb), output M × N, contraction K.
-struct DotGemm {
-  int64_t ra, ca, rb, cb, m, n, k;
-};
-DotGemm dot_gemm(const DotParam& p, const Shape& l, const Shape& r) {
-  DotGemm g{};
-  const int ln = l.ndim(), rn = r.ndim();
-  if (p.transpose_a) {
-    g.ra = l[0];
-    g.ca = l.prod(1, ln);
-  } else {
-    g.ra = l.prod(0, ln - 1);
-    g.ca = l[ln - 1];
-  }
-  if (p.transpose_b) {
-    g.rb = r.prod(0, rn - 1);
-    g.cb = r[rn - 1];
-  } else {
-    g.rb = r[0];
-    g.cb = r.prod(1, rn);
-  }
-  g.m = p.transpose_a ? g.ca : g.ra;
-  g.k = p.transpose_a ? g.ra : g.ca;
-  g.n = p.transpose_b ? g.rb : g.cb;
-  return g;
-}
-
 template <typename T>
 void fill_or_keep(T* p, int64_t n, OpReq req) {
   if (req != OpReq::kAdd) std::fill(p, p + n, T(0));

@@ -2,6 +2,7 @@
 // (ops/cuda/blas.cc).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "ops/params.h"
@@ -30,5 +31,33 @@ struct DotParam {
         .describe("desired output storage type (accepted; outputs are always dense)");
   }
 };
+
+/// The GEMM of a dot: lhs memory (ra × ca), rhs memory (rb × cb), output M × N, contraction K.
+/// The CPU and CUDA kernels both use it.
+struct DotGemm {
+  int64_t ra, ca, rb, cb, m, n, k;
+};
+inline DotGemm dot_gemm(const DotParam& p, const Shape& l, const Shape& r) {
+  DotGemm g{};
+  const int ln = l.ndim(), rn = r.ndim();
+  if (p.transpose_a) {
+    g.ra = l[0];
+    g.ca = l.prod(1, ln);
+  } else {
+    g.ra = l.prod(0, ln - 1);
+    g.ca = l[ln - 1];
+  }
+  if (p.transpose_b) {
+    g.rb = r.prod(0, rn - 1);
+    g.cb = r[rn - 1];
+  } else {
+    g.rb = r[0];
+    g.cb = r.prod(1, rn);
+  }
+  g.m = p.transpose_a ? g.ca : g.ra;
+  g.k = p.transpose_a ? g.ra : g.ca;
+  g.n = p.transpose_b ? g.rb : g.cb;
+  return g;
+}
 
 }  // namespace weft::detail

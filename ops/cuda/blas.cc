@@ -17,6 +17,9 @@
 namespace weft::cuda {
 namespace {
 
+using detail::dot_gemm;
+using detail::DotGemm;
+
 using detail::DotParam;
 using detail::FullyConnectedParam;
 using detail::FusedAct;
@@ -148,35 +151,7 @@ void fc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   }
 }
 
-// ---- dot / batch_dot
-// ----------------------------------------------------------------------------- The same GEMM sizes
-// as ops/dot.cc: lhs memory ra × ca, rhs memory rb × cb, output m × n.
-
-struct DotGemm {
-  int64_t ra, ca, rb, cb, m, n, k;
-};
-DotGemm dot_gemm(const DotParam& p, const Shape& l, const Shape& r) {
-  DotGemm g{};
-  const int ln = l.ndim(), rn = r.ndim();
-  if (p.transpose_a) {
-    g.ra = l[0];
-    g.ca = l.prod(1, ln);
-  } else {
-    g.ra = l.prod(0, ln - 1);
-    g.ca = l[ln - 1];
-  }
-  if (p.transpose_b) {
-    g.rb = r.prod(0, rn - 1);
-    g.cb = r[rn - 1];
-  } else {
-    g.rb = r[0];
-    g.cb = r.prod(1, rn);
-  }
-  g.m = p.transpose_a ? g.ca : g.ra;
-  g.k = p.transpose_a ? g.ra : g.ca;
-  g.n = p.transpose_b ? g.rb : g.cb;
-  return g;
-}
+// ---- dot / batch_dot: the GEMM sizes of detail::dot_gemm (ops/dot_params.h) ---------------------
 
 void dot_forward_impl(const OpContext& ctx, const std::string& where, const DotParam& p,
                       const DotGemm& g, int64_t batch, const TensorView& a, const TensorView& b,

@@ -28,39 +28,13 @@ HostTensor pos(Shape s, uint64_t seed, DType dt = kF32) {
 }
 
 /// Tolerances of transcendental functions in float32 (CUDA's are within a few ulp).
-CudaCompare f32_cmp() {
-  CudaCompare c;
-  c.rtol = 2e-5;
-  c.atol = 1e-6;
-  return c;
-}
-CudaCompare f64_cmp() {
-  CudaCompare c;
-  c.rtol = 1e-12;
-  c.atol = 1e-13;
-  return c;
-}
-CudaCompare half_cmp(DType dt) {
-  CudaCompare c;
-  c.cuda_dtype = dt;
-  c.rtol = dt == kBF16 ? 2e-2 : 4e-3;
-  c.atol = dt == kBF16 ? 2e-2 : 4e-3;
-  return c;
-}
-CudaCompare exact_cmp() {
-  CudaCompare c;
-  c.rtol = 0;
-  c.atol = 0;
-  c.gradients = false;
-  return c;
-}
+CudaCompare f32_cmp() { return cuda_tolerance(2e-5, 1e-6); }
+CudaCompare f64_cmp() { return cuda_tolerance(1e-12, 1e-13); }
+CudaCompare half_cmp(DType dt) { return cuda_half(dt, 4e-3, 2e-2); }
+CudaCompare exact_cmp() { return cuda_exact(); }
 /// Forward only, outputs accumulated into `initial`.
 CudaCompare add_cmp(std::vector<HostTensor> initial) {
-  CudaCompare c = f32_cmp();
-  c.gradients = false;
-  c.options.req.assign(initial.size(), OpReq::kAdd);
-  c.options.initial_outputs = std::move(initial);
-  return c;
+  return cuda_add_into(std::move(initial), f32_cmp());
 }
 
 const Shape kOdd{7, 13, 5};

@@ -23,39 +23,13 @@ HostTensor rnd(Shape s, uint64_t seed, DType dt = kF32, double lo = -1.0, double
   return HostTensor::random(std::move(s), seed, lo, hi, dt);
 }
 
-CudaCompare f32_cmp() {
-  CudaCompare c;
-  c.rtol = 1e-5;
-  c.atol = 1e-5;
-  return c;
-}
-CudaCompare f64_cmp() {
-  CudaCompare c;
-  c.rtol = 1e-11;
-  c.atol = 1e-12;
-  return c;
-}
-CudaCompare half_cmp(DType dt) {
-  CudaCompare c;
-  c.cuda_dtype = dt;
-  c.rtol = dt == kBF16 ? 3e-2 : 5e-3;
-  c.atol = dt == kBF16 ? 3e-2 : 5e-3;
-  return c;
-}
-CudaCompare exact_cmp() {
-  CudaCompare c;
-  c.rtol = 0;
-  c.atol = 0;
-  c.gradients = false;
-  return c;
-}
+CudaCompare f32_cmp() { return cuda_tolerance(1e-5, 1e-5); }
+CudaCompare f64_cmp() { return cuda_tolerance(1e-11, 1e-12); }
+CudaCompare half_cmp(DType dt) { return cuda_half(dt, 5e-3, 3e-2); }
+CudaCompare exact_cmp() { return cuda_exact(); }
 /// Forward only, outputs accumulated into `initial`.
 CudaCompare add_cmp(std::vector<HostTensor> initial) {
-  CudaCompare c = f32_cmp();
-  c.gradients = false;
-  c.options.req.assign(initial.size(), OpReq::kAdd);
-  c.options.initial_outputs = std::move(initial);
-  return c;
+  return cuda_add_into(std::move(initial), f32_cmp());
 }
 
 // ---- reductions -------------------------------------------------------------------------------

@@ -118,6 +118,33 @@ struct CudaCompare {
   DType cuda_dtype = DType::kUnknown;
 };
 
+/// Comparisons the CUDA tests share: per-element tolerances; exact outputs (forward only);
+/// float16/bfloat16 on the GPU with a tolerance per type; forward only with the outputs
+/// accumulated (kAdd) into `initial`, on top of `base`.
+inline CudaCompare cuda_tolerance(double rtol, double atol) {
+  CudaCompare c;
+  c.rtol = rtol;
+  c.atol = atol;
+  return c;
+}
+inline CudaCompare cuda_exact() {
+  CudaCompare c = cuda_tolerance(0, 0);
+  c.gradients = false;
+  return c;
+}
+inline CudaCompare cuda_half(DType dtype, double fp16_tol, double bf16_tol) {
+  const double tol = dtype == DType::kBFloat16 ? bf16_tol : fp16_tol;
+  CudaCompare c = cuda_tolerance(tol, tol);
+  c.cuda_dtype = dtype;
+  return c;
+}
+inline CudaCompare cuda_add_into(std::vector<HostTensor> initial, CudaCompare base) {
+  base.gradients = false;
+  base.options.req.assign(initial.size(), OpReq::kAdd);
+  base.options.initial_outputs = std::move(initial);
+  return base;
+}
+
 /// Runs `op` on the CPU and on cuda:0 and EXPECTs every output (and mutated input, and with
 /// `gradients` every input gradient) to match, naming the op, output and element of each
 /// mismatch (at most 10 per tensor). Call WEFT_REQUIRE_CUDA() first.
