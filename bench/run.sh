@@ -36,7 +36,8 @@
 # It installs the peer's Debian packages when missing (python3-torch; libopenblas0-pthread, without
 # which PyTorch's matrix products run on the reference BLAS).
 #
-# WEFT_BENCH_BUILD_DIR overrides the build tree (default <repo>/build-bench). A tree that lacks the
+# WEFT_BENCH_BUILD_DIR overrides the build tree (default <repo>/build-bench, configured without
+# CUDA; <repo>/build-bench-gpu for the gpu suite). A tree that lacks the
 # suite's target (configured before the peer was installed) is configured again.
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
@@ -153,7 +154,9 @@ case "${suite}" in
 esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${WEFT_BENCH_BUILD_DIR:-${repo}/build-bench}"
+default_build="${repo}/build-bench"
+[[ "${suite}" == gpu ]] && default_build="${repo}/build-bench-gpu"  # the CUDA build (configure)
+build="${WEFT_BENCH_BUILD_DIR:-${default_build}}"
 
 # oneTBB is the peer every engine comparison runs against; bench/CMakeLists.txt requires it.
 tbb_missing_message() {
@@ -174,8 +177,13 @@ configure() {
   mkdir -p "${build}"
   configure_log="${build}/configure.log"
   # shellcheck disable=SC2086  # WEFT_BENCH_CMAKE_ARGS is a list of words on purpose
+  # The CPU suites do not need the CUDA kernels (compiling them is most of a clean tree's build
+  # on two cores): only the gpu suite, in its own tree, builds with CUDA.
+  local cuda=OFF
+  [[ "${suite}" == gpu ]] && cuda=AUTO
   if ! cmake -S "${repo}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-         -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_TESTS=OFF ${WEFT_BENCH_CMAKE_ARGS:-} \
+         -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_USE_CUDA="${cuda}" \
+         ${WEFT_BENCH_CMAKE_ARGS:-} \
          >"${configure_log}" 2>&1; then
     cat "${configure_log}" >&2
     if grep -q 'needs oneTBB' "${configure_log}"; then
