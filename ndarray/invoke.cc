@@ -6,7 +6,7 @@
 #include "ndarray/autograd.h"
 #include "ndarray/ndarray.h"
 #include "ndarray/runtime.h"
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 
 namespace weft {
 namespace {
@@ -193,7 +193,7 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   if (const auto& f = op.attr<FResourceRequest>()) {
 #if WEFT_USE_ONEDNN
     // The workspace is sized for the most threads the kernel may get, also when this push
-    // happens inside another kernel (Note [Primitive thread count] in ops/dnnl_util.cc).
+    // happens inside another kernel (Note [Primitive thread count] in ops/cpu/dnnl_util.cc).
     dnnl_util::WidestPlans widest;
 #endif
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {

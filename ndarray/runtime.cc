@@ -14,7 +14,7 @@
 
 #include "devices/device_api.h"
 #include "engine/cpu_budget.h"
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 
 namespace weft {
 
@@ -205,7 +205,7 @@ Runtime::Runtime(const RuntimeConfig& config)
   cpu_pool_ = allocator_slow(Device::cpu()).get();
 #if WEFT_USE_ONEDNN
   // oneDNN primitives are made for the most threads a kernel can get (Note [Primitive thread
-  // count] in ops/dnnl_util.cc).
+  // count] in ops/cpu/dnnl_util.cc).
   dnnl_util::set_max_kernel_threads(std::max(budget_, config_.intra_op_threads));
 #endif
   // The exit fallback for programs whose main thread never uses weft (Note [Runtime teardown]).

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <optional>
 
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #include "ops/norm_common.h"
-#include "ops/norm_params.h"
+#include "ops/defs/norm_params.h"
 
 namespace weft::detail {
 namespace {

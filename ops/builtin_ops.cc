@@ -2,6 +2,7 @@
 #include "ops/builtin_ops.h"
 
 #include "base/build_config.h"
+#include "ops/cpu/register.h"
 #include "ops/op.h"
 
 namespace weft::detail {
@@ -17,6 +18,7 @@ void register_builtin_ops(OpRegistry& r) {
   register_optimizer_ops(r);
   register_pick_ops(r);
   register_image_ops(r);
+  cpu::register_all_kernels(r);  // after the definitions: adds a CPU kernel to each op
 #if WEFT_USE_CUDA
   register_cuda_kernels(r);  // after the definitions: adds a CUDA kernel to each op
 #endif

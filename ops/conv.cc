@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
-#include "ops/layout_ops.h"
+#include "ops/cpu/layout_ops.h"
 
 namespace weft::detail {
 namespace {

@@ -18,7 +18,7 @@
 #if WEFT_USE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #endif
 
 namespace weft::detail {

@@ -10,7 +10,7 @@
 #include "ops/conv_common.h"
 #include "ops/conv_fused_state.h"
 #include "ops/elemwise_kernels.h"
-#include "ops/layout_ops.h"
+#include "ops/cpu/layout_ops.h"
 
 namespace weft::detail {
 

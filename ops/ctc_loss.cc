@@ -2,7 +2,7 @@
 // space over the softmax of the activations; the forward pass also yields the gradient.
 #include <limits>
 
-#include "ops/ctc_params.h"
+#include "ops/defs/ctc_params.h"
 #include "ops/norm_common.h"
 
 namespace weft::detail {

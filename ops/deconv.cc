@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
-#include "ops/deconv_params.h"
+#include "ops/defs/deconv_params.h"
 
 namespace weft::detail {
 namespace {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
-#include "ops/dot_params.h"
+#include "ops/defs/dot_params.h"
 
 namespace weft::detail {
 namespace {

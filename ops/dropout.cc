@@ -3,7 +3,7 @@
 #include <optional>
 #include <random>
 
-#include "ops/dropout_params.h"
+#include "ops/defs/dropout_params.h"
 #include "ops/norm_common.h"
 
 namespace weft::detail {

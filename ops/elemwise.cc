@@ -5,8 +5,8 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/elemwise_kernels.h"
-#include "ops/elemwise_params.h"
-#include "ops/layout_ops.h"
+#include "ops/defs/elemwise_params.h"
+#include "ops/cpu/layout_ops.h"
 
 namespace weft::detail {
 namespace {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "ops/elemwise_kernels.h"
-#include "ops/elemwise_params.h"
+#include "ops/defs/elemwise_params.h"
 
 namespace weft::detail {
 namespace {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "ops/conv_common.h"
-#include "ops/fc_params.h"
+#include "ops/defs/fc_params.h"
 
 namespace weft::detail {
 namespace {

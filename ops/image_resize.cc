@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/image_params.h"
+#include "ops/defs/image_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 

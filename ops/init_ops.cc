@@ -9,7 +9,7 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
-#include "ops/init_params.h"
+#include "ops/defs/init_params.h"
 #include "ops/op.h"
 
 namespace weft::detail {

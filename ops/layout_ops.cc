@@ -1,5 +1,5 @@
 // Kernels on oneDNN layouts for ops whose plain kernels live elsewhere (see layout_ops.h).
-#include "ops/layout_ops.h"
+#include "ops/cpu/layout_ops.h"
 
 #include <cstring>
 #include <string>
@@ -9,7 +9,7 @@
 #include "ops/infer_util.h"
 
 #if WEFT_USE_ONEDNN
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #endif
 
 namespace weft::detail {

@@ -3,7 +3,7 @@
 // (alias Softmax) and the Linear/Logistic/MAE regression outputs.
 #include "ops/builtin_ops.h"
 #include "ops/norm_common.h"
-#include "ops/norm_params.h"
+#include "ops/defs/norm_params.h"
 
 namespace weft::detail {
 namespace {

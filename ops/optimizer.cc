@@ -20,7 +20,7 @@
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
-#include "ops/optimizer_params.h"
+#include "ops/defs/optimizer_params.h"
 
 namespace weft::detail {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "ops/conv_common.h"
-#include "ops/layout_ops.h"
-#include "ops/pool_max2d.h"
-#include "ops/pooling_params.h"
+#include "ops/cpu/layout_ops.h"
+#include "ops/cpu/pool_max2d.h"
+#include "ops/defs/pooling_params.h"
 
 namespace weft::detail {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/elemwise_kernels.h"
-#include "ops/reduce_params.h"
+#include "ops/defs/reduce_params.h"
 
 namespace weft::detail {
 namespace {

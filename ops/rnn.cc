@@ -9,10 +9,10 @@
 #include "ops/infer_util.h"
 #include "ops/op.h"
 #include "ops/rnn_cell.h"
-#include "ops/rnn_params.h"
+#include "ops/defs/rnn_params.h"
 
 #if WEFT_USE_ONEDNN
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #endif
 
 namespace weft::detail {

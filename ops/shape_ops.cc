@@ -11,8 +11,8 @@
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
-#include "ops/shape_ops_params.h"
-#include "ops/strided_copy.h"
+#include "ops/defs/shape_ops_params.h"
+#include "ops/cpu/strided_copy.h"
 
 namespace weft::detail {
 

@@ -7,11 +7,11 @@
 
 #include "ops/builtin_ops.h"
 #include "ops/infer_util.h"
-#include "ops/layout_ops.h"
+#include "ops/cpu/layout_ops.h"
 #include "ops/op.h"
-#include "ops/shape_ops_params.h"
-#include "ops/strided_copy.h"
-#include "ops/upsampling_params.h"
+#include "ops/defs/shape_ops_params.h"
+#include "ops/cpu/strided_copy.h"
+#include "ops/defs/upsampling_params.h"
 
 namespace weft::detail {
 

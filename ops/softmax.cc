@@ -5,9 +5,9 @@
 #include <optional>
 #include <type_traits>
 
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #include "ops/norm_common.h"
-#include "ops/softmax_params.h"
+#include "ops/defs/softmax_params.h"
 
 namespace weft::detail {
 namespace {

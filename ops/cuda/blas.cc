@@ -11,8 +11,8 @@
 #include "ops/cuda/blas_kernels.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
-#include "ops/dot_params.h"
-#include "ops/fc_params.h"
+#include "ops/defs/dot_params.h"
+#include "ops/defs/fc_params.h"
 
 namespace weft::cuda {
 namespace {
@@ -151,7 +151,7 @@ void fc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   }
 }
 
-// ---- dot / batch_dot: the GEMM sizes of detail::dot_gemm (ops/dot_params.h) ---------------------
+// ---- dot / batch_dot: the GEMM sizes of detail::dot_gemm (ops/defs/dot_params.h) ---------------------
 
 void dot_forward_impl(const OpContext& ctx, const std::string& where, const DotParam& p,
                       const DotGemm& g, int64_t batch, const TensorView& a, const TensorView& b,

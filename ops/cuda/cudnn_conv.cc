@@ -20,7 +20,7 @@
 #include "ops/cuda/conv_bias_grad.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
-#include "ops/deconv_params.h"
+#include "ops/defs/deconv_params.h"
 
 namespace weft::cuda {
 namespace {

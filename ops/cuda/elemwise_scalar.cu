@@ -4,7 +4,7 @@
 
 #include "ops/cuda/elemwise_kernels.cuh"
 #include "ops/cuda/register.h"
-#include "ops/elemwise_params.h"
+#include "ops/defs/elemwise_params.h"
 
 namespace weft::cuda {
 namespace {

@@ -9,7 +9,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
-#include "ops/image_params.h"
+#include "ops/defs/image_params.h"
 
 namespace weft::cuda {
 

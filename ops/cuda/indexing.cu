@@ -9,7 +9,7 @@
 #include "ops/cuda/reduce_common.cuh"
 #include "ops/cuda/register.h"
 #include "ops/cuda/shape_kernels.h"
-#include "ops/indexing_params.h"
+#include "ops/defs/indexing_params.h"
 
 namespace weft::cuda {
 

@@ -4,7 +4,7 @@
 
 #include "ops/cuda/elemwise_kernels.cuh"
 #include "ops/cuda/register.h"
-#include "ops/init_params.h"
+#include "ops/defs/init_params.h"
 
 namespace weft::cuda {
 namespace {

@@ -12,7 +12,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
-#include "ops/optimizer_params.h"
+#include "ops/defs/optimizer_params.h"
 
 namespace weft::cuda {
 

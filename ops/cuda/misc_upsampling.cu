@@ -5,7 +5,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
-#include "ops/upsampling_params.h"
+#include "ops/defs/upsampling_params.h"
 
 namespace weft::cuda {
 namespace {

@@ -12,7 +12,7 @@
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
 #include "ops/infer_util.h"
-#include "ops/norm_params.h"
+#include "ops/defs/norm_params.h"
 
 namespace weft::cuda {
 

@@ -10,7 +10,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
-#include "ops/norm_params.h"
+#include "ops/defs/norm_params.h"
 
 namespace weft::cuda {
 namespace {

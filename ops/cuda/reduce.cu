@@ -6,7 +6,7 @@
 #include "ops/cuda/reduce_common.cuh"
 #include "ops/cuda/register.h"
 #include "ops/cuda/shape_kernels.h"
-#include "ops/reduce_params.h"
+#include "ops/defs/reduce_params.h"
 
 namespace weft::cuda {
 

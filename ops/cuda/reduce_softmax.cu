@@ -5,7 +5,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/reduce_common.cuh"
 #include "ops/cuda/register.h"
-#include "ops/softmax_params.h"
+#include "ops/defs/softmax_params.h"
 
 namespace weft::cuda {
 

@@ -13,7 +13,7 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
 #include "ops/cuda/rnn_kernels.h"
-#include "ops/rnn_params.h"
+#include "ops/defs/rnn_params.h"
 
 namespace weft::cuda {
 namespace {

@@ -19,7 +19,7 @@
 #include "tests/ndarray/allclose.h"
 
 #if WEFT_USE_ONEDNN
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #endif
 
 namespace weft::graph {

@@ -1,7 +1,7 @@
 // Kernels given fewer intra-op threads than the most they may get (the thread budget shrinking
 // beside other processes, Note [Thread budget] in engine/cpu_budget.cc) compute what kernels with
 // every thread compute. The workspace each op asks for is sized when it is bound, for the most
-// threads (Note [Primitive thread count] in ops/dnnl_util.cc); each model of ../shared/models
+// threads (Note [Primitive thread count] in ops/cpu/dnnl_util.cc); each model of ../shared/models
 // runs with the executor's full rewrites (fusion, layouts) once with every kernel on the whole
 // budget and once with every kernel on one thread, and the heads must agree within rounding.
 #include <gtest/gtest.h>

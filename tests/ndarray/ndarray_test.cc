@@ -154,7 +154,7 @@ namespace {
 // A thread that pushes with fewer OpenMP threads than a worker runs the kernel with (a host
 // program such as Python with PyTorch loaded sets 1) must still get a large enough workspace: the
 // request is computed from the pushing thread's oneDNN plan, the kernel uses the worker's (Note
-// [Primitive thread count] in ops/dnnl_util.cc). Grouped convolutions size their scratchpad by
+// [Primitive thread count] in ops/cpu/dnnl_util.cc). Grouped convolutions size their scratchpad by
 // the thread count.
 TEST(NDArray, ConvolutionWorkspaceHoldsWhenThePusherHasFewerOpenMPThreads) {
   const int previous = omp_get_max_threads();

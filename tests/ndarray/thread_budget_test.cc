@@ -1,6 +1,6 @@
 // The runtime's thread budget (Note [Thread budget] in engine/cpu_budget.cc): the budget bounds
 // every kernel's intra-op threads, kernels share it, and a kernel leaves the OpenMP state of the
-// thread it ran on as it found it (Note [Primitive thread count] in ops/dnnl_util.cc).
+// thread it ran on as it found it (Note [Primitive thread count] in ops/cpu/dnnl_util.cc).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -10,7 +10,7 @@
 #include "ndarray/ndarray.h"
 #include "ndarray/ops.h"
 #include "ndarray/runtime.h"
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 
 namespace weft::testing {
 namespace {

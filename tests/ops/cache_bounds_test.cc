@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 #include "tests/ops/op_harness.h"
 
 #if WEFT_USE_ONEDNN

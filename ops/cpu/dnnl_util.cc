@@ -1,5 +1,5 @@
 // oneDNN engine, streams, descriptors, and the primitive and weight caches.
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 
 #if WEFT_USE_ONEDNN
 #include <omp.h>

@@ -1,6 +1,6 @@
 // oneDNN memory descriptors as tensor layouts (DnnlLayout), their names and keys, and the cached
 // reorder between two layouts of one tensor.
-#include "ops/dnnl_util.h"
+#include "ops/cpu/dnnl_util.h"
 
 #if WEFT_USE_ONEDNN
 #include <algorithm>
