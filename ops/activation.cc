@@ -2,8 +2,8 @@
 // gelu, rrelu) with their backward ops. float32 Activation forward uses oneDNN eltwise.
 #include <random>
 
-#include "ops/defs/activation_params.h"
 #include "ops/cpu/dnnl_util.h"
+#include "ops/defs/activation_params.h"
 #include "ops/norm_common.h"
 
 namespace weft::detail {

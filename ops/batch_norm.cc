@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "ops/cpu/dnnl_util.h"
-#include "ops/norm_common.h"
 #include "ops/defs/norm_params.h"
+#include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "ops/conv_common.h"
 #include "ops/conv_fused_state.h"
-#include "ops/elemwise_kernels.h"
 #include "ops/cpu/layout_ops.h"
+#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
 

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "ops/builtin_ops.h"
-#include "ops/elemwise_kernels.h"
-#include "ops/defs/elemwise_params.h"
 #include "ops/cpu/layout_ops.h"
+#include "ops/defs/elemwise_params.h"
+#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
 namespace {

@@ -2,8 +2,8 @@
 // their backward ops.
 #include <string>
 
-#include "ops/elemwise_kernels.h"
 #include "ops/defs/elemwise_params.h"
+#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
 namespace {

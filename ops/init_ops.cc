@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/infer_util.h"
 #include "ops/defs/init_params.h"
+#include "ops/infer_util.h"
 #include "ops/op.h"
 
 namespace weft::detail {

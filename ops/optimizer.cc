@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/defs/optimizer_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
-#include "ops/defs/optimizer_params.h"
 
 namespace weft::detail {
 

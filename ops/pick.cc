@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/cpu/strided_copy.h"
 #include "ops/defs/indexing_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
-#include "ops/cpu/strided_copy.h"
 
 namespace weft::detail {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "ops/builtin_ops.h"
-#include "ops/elemwise_kernels.h"
 #include "ops/defs/reduce_params.h"
+#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
 namespace {

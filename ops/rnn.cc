@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
+#include "ops/defs/rnn_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 #include "ops/rnn_cell.h"
-#include "ops/defs/rnn_params.h"
 
 #if WEFT_USE_ONEDNN
 #include "ops/cpu/dnnl_util.h"

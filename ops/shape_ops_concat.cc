@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/infer_util.h"
 #include "ops/cpu/layout_ops.h"
-#include "ops/op.h"
-#include "ops/defs/shape_ops_params.h"
 #include "ops/cpu/strided_copy.h"
+#include "ops/defs/shape_ops_params.h"
 #include "ops/defs/upsampling_params.h"
+#include "ops/infer_util.h"
+#include "ops/op.h"
 
 namespace weft::detail {
 

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "ops/cpu/dnnl_util.h"
-#include "ops/norm_common.h"
 #include "ops/defs/softmax_params.h"
+#include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {

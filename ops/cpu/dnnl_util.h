@@ -165,7 +165,8 @@ class ScopedThreads {
 /// Executes `prim` on the thread's stream and waits.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
-// ---- layouts (ops/cpu/dnnl_layout.cc; Note [Layout propagation] in graph/layout.cc) ----------------
+// ---- layouts (ops/cpu/dnnl_layout.cc; Note [Layout propagation] in graph/layout.cc)
+// ----------------
 
 /// A oneDNN memory descriptor as a tensor layout (MemoryLayout). Immutable; thread-safe.
 class DnnlLayout final : public MemoryLayout {

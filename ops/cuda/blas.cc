@@ -151,7 +151,8 @@ void fc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   }
 }
 
-// ---- dot / batch_dot: the GEMM sizes of detail::dot_gemm (ops/defs/dot_params.h) ---------------------
+// ---- dot / batch_dot: the GEMM sizes of detail::dot_gemm (ops/defs/dot_params.h)
+// ---------------------
 
 void dot_forward_impl(const OpContext& ctx, const std::string& where, const DotParam& p,
                       const DotGemm& g, int64_t batch, const TensorView& a, const TensorView& b,

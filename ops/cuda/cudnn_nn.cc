@@ -5,10 +5,10 @@
 // follow the CPU kernels' arithmetic exactly.
 #include <random>
 
-#include "ops/defs/activation_params.h"
 #include "ops/cuda/cudnn_nn_kernels.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
+#include "ops/defs/activation_params.h"
 #include "ops/defs/dropout_params.h"
 #include "ops/defs/pooling_params.h"
 

@@ -12,10 +12,10 @@
 // the CPU, which can check it without waiting for the device) gives a NaN loss and a zero gradient.
 #include <limits>
 
-#include "ops/defs/ctc_params.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
+#include "ops/defs/ctc_params.h"
 
 namespace weft::cuda {
 namespace {

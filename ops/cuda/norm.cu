@@ -11,8 +11,8 @@
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
-#include "ops/infer_util.h"
 #include "ops/defs/norm_params.h"
+#include "ops/infer_util.h"
 
 namespace weft::cuda {
 
