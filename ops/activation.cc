@@ -3,8 +3,9 @@
 #include <random>
 
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/norm_kernels.h"
 #include "ops/defs/activation_params.h"
-#include "ops/norm_common.h"
+#include "ops/defs/norm_common.h"
 
 namespace weft::detail {
 namespace {

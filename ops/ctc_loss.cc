@@ -2,8 +2,9 @@
 // space over the softmax of the activations; the forward pass also yields the gradient.
 #include <limits>
 
+#include "ops/cpu/norm_kernels.h"
 #include "ops/defs/ctc_params.h"
-#include "ops/norm_common.h"
+#include "ops/defs/norm_common.h"
 
 namespace weft::detail {
 namespace {

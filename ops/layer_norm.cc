@@ -1,8 +1,9 @@
 // LayerNorm (normalisation along one axis, outputs out/mean/std) and LRN (local response
 // normalisation across channels), with their backward ops. LRN's float32 4-D forward uses oneDNN.
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/norm_kernels.h"
+#include "ops/defs/norm_common.h"
 #include "ops/defs/norm_params.h"
-#include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {

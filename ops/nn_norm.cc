@@ -2,8 +2,9 @@
 // LeakyReLU, Dropout, CTC loss: each part in its own file) and the loss heads: SoftmaxOutput
 // (alias Softmax) and the Linear/Logistic/MAE regression outputs.
 #include "ops/builtin_ops.h"
+#include "ops/cpu/norm_kernels.h"
+#include "ops/defs/norm_common.h"
 #include "ops/defs/norm_params.h"
-#include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {

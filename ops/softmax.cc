@@ -6,8 +6,9 @@
 #include <type_traits>
 
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/norm_kernels.h"
+#include "ops/defs/norm_common.h"
 #include "ops/defs/softmax_params.h"
-#include "ops/norm_common.h"
 
 namespace weft::detail {
 namespace {

@@ -1,4 +1,5 @@
-// Private helpers of the normalisation / softmax / activation / dropout / CTC op group.
+// Private helpers of the CPU kernels of the normalisation / softmax / activation / dropout / CTC op
+// group: the registration functions of its parts and the loops they share.
 #pragma once
 
 #include <algorithm>
@@ -14,17 +15,21 @@
 #include "ops/infer_util.h"
 #include "ops/op.h"
 
+namespace weft::cpu {
+
+// The CPU kernels of the group's parts (each in its own file); register_nn_norm_kernels calls
+// them all.
+void register_batch_norm_kernels(OpRegistry& r);  ///< ops/cpu/batch_norm.cc: BatchNorm
+void register_layer_norm_kernels(OpRegistry& r);  ///< ops/cpu/layer_norm.cc: LayerNorm, LRN
+void register_softmax_kernels(
+    OpRegistry& r);  ///< ops/cpu/softmax.cc: softmax, log_softmax, SoftmaxActivation
+void register_activation_kernels(OpRegistry& r);  ///< ops/cpu/activation.cc: Activation, LeakyReLU
+void register_dropout_kernels(OpRegistry& r);     ///< ops/cpu/dropout.cc: Dropout
+void register_ctc_loss_kernels(OpRegistry& r);    ///< ops/cpu/ctc_loss.cc: _contrib_CTCLoss
+
+}  // namespace weft::cpu
+
 namespace weft::detail {
-
-// Registration of the group's parts (each in its own file); register_nn_norm_ops calls them all.
-void register_batch_norm_ops(OpRegistry& r);  ///< ops/batch_norm.cc: BatchNorm
-void register_layer_norm_ops(OpRegistry& r);  ///< ops/layer_norm.cc: LayerNorm, LRN
-void register_softmax_ops(
-    OpRegistry& r);  ///< ops/softmax.cc: softmax, log_softmax, SoftmaxActivation
-void register_activation_ops(OpRegistry& r);  ///< ops/activation.cc: Activation, LeakyReLU
-void register_dropout_ops(OpRegistry& r);     ///< ops/dropout.cc: Dropout
-void register_ctc_loss_ops(OpRegistry& r);    ///< ops/ctc_loss.cc: _contrib_CTCLoss
-
 namespace norm {
 
 /// A compact tensor viewed as (outer, dim, inner) around one axis.
@@ -54,9 +59,6 @@ inline void store(T* dst, OpReq req, V v) {
   }
 }
 
-/// FInplaceOption: output 0 may reuse input 0.
-inline std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
-
 /// A parallel_for grain for loops whose items are rows of `row_len` elements (~16K elements each).
 inline int64_t row_grain(int64_t row_len) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1));
@@ -67,20 +69,6 @@ inline std::string exact_key(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%a", v);
   return buf;
-}
-
-/// Throws ValueError naming the op when `type` is not float32/float64.
-inline void check_float_type(const OpAttrs& attrs, DType type, const char* what) {
-  WEFT_CHECK(type == DType::kFloat32 || type == DType::kFloat64 || type == DType::kUnknown)
-      << attrs.where() << ": " << what << " must be float32 or float64, got " << dtype_name(type);
-}
-
-/// Throws ValueError naming the op when `type` is not a floating type (float16 and bfloat16 run
-/// on the GPU; the CPU kernels reject them with NotImplemented when called).
-inline void check_any_float_type(const OpAttrs& attrs, DType type, const char* what) {
-  WEFT_CHECK(type == DType::kFloat32 || type == DType::kFloat64 || type == DType::kFloat16 ||
-             type == DType::kBFloat16 || type == DType::kUnknown)
-      << attrs.where() << ": " << what << " must be a floating type, got " << dtype_name(type);
 }
 
 /// Reads element i of a view of any supported dtype as a double (labels, lengths).
