@@ -1,16 +1,16 @@
 // CUDA kernels: the blas family (see ops/cuda/register.h). FullyConnected, _fused_fc_act, dot and
 // batch_dot and their backward ops as cuBLAS GEMMs with the CPU kernels' operand choices
-// (ops/fully_connected.cc, ops/dot.cc), so that each output is the same product.
+// (ops/cpu/fully_connected.cc, ops/cpu/dot.cc), so that each output is the same product.
 //
 // Note [cuBLAS precision]: float32 runs with CUBLAS_COMPUTE_32F on a handle in the default math
 // mode, which keeps TF32 off, so results match the CPU kernels to float rounding; float16 and
 // bfloat16 accumulate in float (CUBLAS_COMPUTE_32F); float64 in double.
 #include <cuda_runtime.h>
 
-#include "ops/conv_common.h"
 #include "ops/cuda/blas_kernels.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
+#include "ops/defs/conv_common.h"
 #include "ops/defs/dot_params.h"
 #include "ops/defs/fc_params.h"
 
@@ -162,7 +162,7 @@ void dot_forward_impl(const OpContext& ctx, const std::string& where, const DotP
        b.raw(), g.cb, adds(req), c.raw(), g.n, batch, g.ra * g.ca, g.rb * g.cb, g.m * g.n);
 }
 
-// Note [dot gradients] in ops/dot.cc: the same operand choices, batched.
+// Note [dot gradients] in ops/cpu/dot.cc: the same operand choices, batched.
 void dot_backward_impl(const OpContext& ctx, const std::string& where, const DotParam& p,
                        const DotGemm& g, int64_t batch, std::span<const TensorView> in,
                        std::span<const OpReq> req, std::span<const TensorView> out) {

@@ -17,7 +17,7 @@ void add_bias_rows(DType dtype, void* y, const void* b, int64_t m, int64_t h, cu
 void bias_grad_rows(DType dtype, const void* dy, int64_t m, int64_t h, void* db, bool add,
                     cudaStream_t stream);
 
-/// The activations of FusedAct (ops/conv_common.h), by kind index: 1 relu, 2 leaky, 3 elu,
+/// The activations of FusedAct (ops/defs/conv_common.h), by kind index: 1 relu, 2 leaky, 3 elu,
 /// 4 sigmoid, 5 tanh, 6 softrelu, 7 clip. y[i] = act(y[i]) for n elements.
 void fused_act_inplace(DType dtype, int kind, float alpha, float beta, void* y, int64_t n,
                        cudaStream_t stream);

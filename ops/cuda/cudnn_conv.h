@@ -1,10 +1,10 @@
-// cuDNN convolution in conv terms (ConvGeom of ops/conv_common.h): x (batch, in_c, in),
+// cuDNN convolution in conv terms (ConvGeom of ops/defs/conv_common.h): x (batch, in_c, in),
 // w (out_c, in_cg, k), y (batch, out_c, out). Convolution, Deconvolution (the roles swapped) and
 // the fused convolution share these. Each call writes its output, or adds to it with `add`, on
 // the op's stream. CUDA builds only.
 #pragma once
 
-#include "ops/conv_common.h"
+#include "ops/defs/conv_common.h"
 #include "ops/op.h"
 
 namespace weft::cuda {

@@ -1,13 +1,13 @@
-// CUDA kernel of _fused_conv_bn_act (see ops/conv_fused.cc for its inputs and hidden attributes),
-// part of the cudnn family: the BatchNorm is folded into a copy of the weight and bias on the
-// device at every call (one small pass), then the cuDNN convolution, the bias, the addend and the
-// activation follow as separate passes: y = act(conv(x, w') + b' + addend).
-#include "ops/conv_fused_state.h"
+// CUDA kernel of _fused_conv_bn_act (see ops/defs/conv_fused.cc for its inputs and hidden
+// attributes), part of the cudnn family: the BatchNorm is folded into a copy of the weight and bias
+// on the device at every call (one small pass), then the cuDNN convolution, the bias, the addend
+// and the activation follow as separate passes: y = act(conv(x, w') + b' + addend).
 #include "ops/cuda/blas_kernels.h"
 #include "ops/cuda/cudnn_conv.h"
 #include "ops/cuda/cudnn_nn_kernels.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
+#include "ops/defs/conv_fused_state.h"
 
 namespace weft::cuda {
 namespace {

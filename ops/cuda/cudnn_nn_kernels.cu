@@ -24,7 +24,7 @@ __device__ __forceinline__ double lowest<double>() {
 struct Span {
   int64_t lo, hi, padded;
 };
-// One output's window along slot d, as window_span in ops/pooling.cc.
+// One output's window along slot d, as window_span in ops/cpu/pooling.cc.
 __device__ __forceinline__ Span span_of(const PoolDims& g, int d, int64_t o, bool max_rule) {
   int64_t start = o * g.s[d] - g.p[d];
   int64_t end = max_rule ? min(start + g.k[d], g.in[d]) : min(start + g.k[d], g.in[d] + g.p[d]);

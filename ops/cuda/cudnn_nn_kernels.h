@@ -11,7 +11,7 @@
 
 namespace weft::cuda {
 
-/// Pooling geometry with three spatial slots (leading slots trivial), as ops/pooling.cc's.
+/// Pooling geometry with three spatial slots (leading slots trivial), as ops/cpu/pooling.cc's.
 struct PoolDims {
   int64_t planes = 0;  // N * C
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},

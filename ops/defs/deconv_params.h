@@ -1,10 +1,10 @@
-// Param struct of Deconvolution and its geometry, shared by the CPU kernels (ops/deconv.cc) and
-// the CUDA ones (ops/cuda/cudnn_conv.cc).
+// Param struct of Deconvolution and its geometry, shared by the definitions (ops/defs/deconv.cc),
+// the CPU kernels (ops/cpu/deconv.cc) and the CUDA ones (ops/cuda/cudnn_conv.cc).
 #pragma once
 
 #include <optional>
 
-#include "ops/conv_common.h"
+#include "ops/defs/conv_common.h"
 
 namespace weft::detail {
 

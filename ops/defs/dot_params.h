@@ -1,5 +1,5 @@
-// Param struct of dot and batch_dot, shared by the CPU kernels (ops/dot.cc) and the CUDA ones
-// (ops/cuda/blas.cc).
+// Param struct of dot and batch_dot, shared by the definitions (ops/defs/dot.cc), the CPU kernels
+// (ops/cpu/dot.cc) and the CUDA ones (ops/cuda/blas.cc).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
-// Param struct of FullyConnected and _fused_fc_act, shared by the CPU kernels
-// (ops/fully_connected.cc) and the CUDA ones (ops/cuda/blas.cc).
+// Param struct of FullyConnected and _fused_fc_act, shared by the definitions
+// (ops/defs/fully_connected.cc), the CPU kernels (ops/cpu/fully_connected.cc) and the CUDA ones
+// (ops/cuda/blas.cc).
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,10 @@
-// Param struct of Pooling, shared by the CPU kernels (ops/pooling.cc) and the CUDA ones
-// (ops/cuda/cudnn_*.cc).
+// Param struct of Pooling, shared by the definitions (ops/defs/pooling.cc), the CPU kernels
+// (ops/cpu/pooling.cc) and the CUDA ones (ops/cuda/cudnn_*.cc).
 #pragma once
 
 #include <optional>
 
-#include "ops/conv_common.h"
+#include "ops/defs/conv_common.h"
 
 namespace weft::detail {
 

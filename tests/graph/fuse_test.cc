@@ -146,7 +146,7 @@ TEST(Fuse, SumTakesTheAddendsMemoryInPlace) {
 
 TEST(Fuse, SumWithOneOutputChannel) {
   // One output channel: the primitive writes the plain layout itself, so the sum is its post-op
-  // (Note [Sum post-op and plain outputs] in ops/conv_fused.cc), in place and copied.
+  // (Note [Sum post-op and plain outputs] in ops/cpu/conv_fused.cc), in place and copied.
   Symbol x = Activation(conv(Variable("data"), "c0", 1), "r0", "relu");
   Symbol y = Activation(elemwise_add(conv_bn(x, "c1", 1), x), "r1", "relu");
   Symbol z = elemwise_add(conv_bn(y, "c2", 1), Variable("other", {{"__shape__", "(2, 1, 9, 9)"}}));

@@ -1,4 +1,4 @@
-// The op state of _fused_conv_bn_act (ops/conv_fused.cc), shared with its CUDA kernel
+// The op state of _fused_conv_bn_act (ops/defs/conv_fused.cc), shared with its CUDA kernel
 // (ops/cuda/cudnn_fused.cc): the convolution's params, which optional inputs the application has,
 // the BatchNorm and activation constants, and the folded weight and bias of the CPU kernel.
 #pragma once
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/conv_common.h"
+#include "ops/defs/conv_common.h"
 
 namespace weft::detail {
 
@@ -21,6 +21,8 @@ struct FusedInputs {
   int slopes() const { return addend() + (sum ? 1 : 0); }  // prelu's
   int total() const { return slopes() + (prelu ? 1 : 0); }
 };
+/// The optional inputs of an application, from its hidden attributes (ops/defs/conv_fused.cc).
+FusedInputs fused_inputs(const OpAttrs& a);
 
 /// A fresh identity for a state's folded weight (disjoint from storage ids). Thread-safe.
 uint64_t next_fused_weight_id();
