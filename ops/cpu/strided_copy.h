@@ -1,5 +1,6 @@
-// The byte-level strided copy and zero fill shared by the shape operators (ops/shape_ops.cc,
-// ops/shape_ops_concat.cc, ops/indexing_ops.cc).
+// The byte-level strided copy and zero fill shared by the CPU kernels of the shape operators
+// (ops/cpu/shape_ops.cc, ops/cpu/shape_ops_concat.cc, ops/cpu/indexing_ops.cc); defined in
+// ops/cpu/strided_copy.cc.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // CUDA kernels of UpSampling and _backward_UpSampling (nearest with several inputs, concatenated
 // or summed; bilinear as a depthwise transposed convolution with the weight input). Semantics:
-// ops/shape_ops_concat.cc. Every kernel gathers (one thread per element it writes), so none
+// ops/cpu/shape_ops_concat.cc. Every kernel gathers (one thread per element it writes), so none
 // needs atomics and the results do not depend on scheduling.
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"

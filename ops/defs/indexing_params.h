@@ -1,5 +1,6 @@
-// Parameters of slice, slice_axis, broadcast_to, tile, Embedding (ops/indexing_ops.cc) and
-// pick, one_hot (ops/pick.cc), shared with the CUDA kernels.
+// Parameters of slice, slice_axis, broadcast_to, tile, Embedding (ops/defs/indexing_ops.cc) and
+// pick, one_hot (ops/defs/pick.cc), shared with the CPU and CUDA kernels, and the slice ranges and
+// tile padding that the definitions and the CPU kernels both use.
 #pragma once
 
 #include <optional>
@@ -177,5 +178,8 @@ struct SliceRange {
 SliceRange slice_range(const OpAttrs& attrs, const SliceParam& p, const Shape& in);
 /// slice_axis's range for an input of shape `in`.
 SliceRange slice_axis_range(const OpAttrs& attrs, const Shape& in);
+/// tile's input dims and reps, padded with leading 1s to the output rank.
+void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p,
+                 std::vector<int64_t>* reps_p);
 
 }  // namespace weft::detail

@@ -1,13 +1,16 @@
-// Parameters of transpose (ops/shape_ops.cc) and Concat, stack, SliceChannel, Crop
-// (ops/shape_ops_concat.cc), shared with the CUDA kernels.
+// Parameters of transpose (ops/defs/shape_ops.cc) and Concat, stack, SliceChannel, Crop
+// (ops/defs/shape_ops_concat.cc), shared with the CPU and CUDA kernels, and the shape rules that
+// the definitions and the CPU kernels both use.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
 #include "base/shape.h"
+#include "ops/op.h"
 #include "ops/params.h"
 
 namespace weft::detail {
@@ -87,5 +90,16 @@ struct CropParam {
     });
   }
 };
+
+/// transpose's permutation for rank `ndim` (out axis i takes input axis perm[i]); empty `axes`
+/// reverse the axes. Throws when `axes` is not a permutation of the `ndim` axes.
+std::vector<int> transpose_perm(const OpAttrs& attrs, const Shape& axes, int ndim);
+/// stack's new axis (StackParam::axis, negative counting from the end) for inputs of rank
+/// `in_ndim`; throws when out of range.
+int stack_axis(const OpAttrs& attrs, int in_ndim);
+/// Crop's start (y, x) for a data of spatial size (H, W) cropped to (h, w) (CropParam's offset,
+/// or centred); throws a ShapeError when the crop does not fit.
+std::pair<int64_t, int64_t> crop_start(const OpAttrs& attrs, int64_t H, int64_t W, int64_t h,
+                                       int64_t w);
 
 }  // namespace weft::detail

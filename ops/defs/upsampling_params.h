@@ -1,4 +1,5 @@
-// Param struct of UpSampling, shared by its CPU kernel (ops/shape_ops_concat.cc) and the CUDA one.
+// Param struct of UpSampling, shared by its definition and CPU kernel
+// (ops/defs/shape_ops_concat.cc, ops/cpu/shape_ops_concat.cc) and the CUDA one.
 #pragma once
 
 #include <cstdint>

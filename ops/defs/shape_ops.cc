@@ -1,15 +1,12 @@
-// Reshape-like ops (Reshape, Flatten, expand_dims, squeeze) and transpose, their backward ops,
-// the strided-copy kernel every shape op shares, and register_shape_ops (which registers the
-// rest of the group from ops/shape_ops_concat.cc and ops/indexing_ops.cc).
+// Reshape-like ops (Reshape, Flatten, expand_dims, squeeze) and transpose: their definitions and
+// those of their backward ops, and register_shape_ops (which registers the rest of the group from
+// ops/defs/shape_ops_concat.cc and ops/defs/indexing_ops.cc). The kernels are in ops/cpu/.
 #include <algorithm>
-#include <cstring>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/cpu/strided_copy.h"
 #include "ops/defs/shape_ops_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
@@ -21,172 +18,10 @@ void register_indexing_ops(OpRegistry& r);
 
 namespace {
 
-// ---- strided copy --------------------------------------------------------------------------
-
-// Dims after dropping size-1 dims and merging neighbours that are contiguous on both sides.
-struct CopyLayout {
-  std::vector<int64_t> shape, dst, src;
-  int parallel_dims = 0;  // leading dims split across threads (never dims that dst repeats)
-};
-
-CopyLayout coalesce(const int64_t* dst_strides, const int64_t* src_strides, const int64_t* shape,
-                    int ndim) {
-  CopyLayout l;
-  for (int k = 0; k < ndim; ++k) {
-    if (shape[k] == 1) continue;
-    if (!l.shape.empty() && l.dst.back() == dst_strides[k] * shape[k] &&
-        l.src.back() == src_strides[k] * shape[k]) {
-      l.shape.back() *= shape[k];
-      l.dst.back() = dst_strides[k];
-      l.src.back() = src_strides[k];
-    } else {
-      l.shape.push_back(shape[k]);
-      l.dst.push_back(dst_strides[k]);
-      l.src.push_back(src_strides[k]);
-    }
-  }
-  if (l.shape.empty()) {
-    l.shape = {1};
-    l.dst = {1};
-    l.src = {1};
-  }
-  const int nd = static_cast<int>(l.shape.size());
-  l.parallel_dims = nd - 1;
-  for (int k = 0; k < nd; ++k) {
-    if (l.dst[k] == 0) {  // dst repeats along k: threads must not share a block that includes k
-      l.parallel_dims = std::min(l.parallel_dims, k);
-      break;
-    }
-  }
-  return l;
-}
-
-template <typename T, bool kAdd>
-void run_strided(T* dst, const T* src, const CopyLayout& l, int num_threads) {
-  const int nd = static_cast<int>(l.shape.size());
-  const int64_t inner = l.shape[nd - 1], dsi = l.dst[nd - 1], ssi = l.src[nd - 1];
-  int64_t units = 1, per_unit = 1;
-  for (int k = 0; k < nd - 1; ++k) (k < l.parallel_dims ? units : per_unit) *= l.shape[k];
-  const int64_t grain =
-      std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, inner * per_unit));
-  parallel_for(units, grain, num_threads, [&](int64_t ub, int64_t ue) {
-    std::vector<int64_t> idx(nd, 0);
-    int64_t doff = 0, soff = 0, rem = ub * per_unit;
-    for (int k = nd - 2; k >= 0; --k) {
-      idx[k] = rem % l.shape[k];
-      rem /= l.shape[k];
-      doff += idx[k] * l.dst[k];
-      soff += idx[k] * l.src[k];
-    }
-    for (int64_t o = ub * per_unit, end = ue * per_unit; o < end; ++o) {
-      T* d = dst + doff;
-      const T* s = src + soff;
-      if constexpr (kAdd) {
-        if (dsi == 1 && ssi == 1) {
-          for (int64_t j = 0; j < inner; ++j) d[j] = static_cast<T>(d[j] + s[j]);
-        } else if (dsi == 0) {
-          T acc = d[0];
-          for (int64_t j = 0; j < inner; ++j) acc = static_cast<T>(acc + s[j * ssi]);
-          d[0] = acc;
-        } else {
-          for (int64_t j = 0; j < inner; ++j) d[j * dsi] = static_cast<T>(d[j * dsi] + s[j * ssi]);
-        }
-      } else {
-        if (dsi == 1 && ssi == 1) {
-          std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(T));
-        } else if (ssi == 0) {
-          const T v = *s;
-          for (int64_t j = 0; j < inner; ++j) d[j * dsi] = v;
-        } else {
-          for (int64_t j = 0; j < inner; ++j) d[j * dsi] = s[j * ssi];
-        }
-      }
-      for (int k = nd - 2; k >= 0; --k) {
-        doff += l.dst[k];
-        soff += l.src[k];
-        if (++idx[k] < l.shape[k]) break;
-        doff -= l.dst[k] * l.shape[k];
-        soff -= l.src[k] * l.shape[k];
-        idx[k] = 0;
-      }
-    }
-  });
-}
-
-}  // namespace
-
-void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* src,
-                            const int64_t* src_strides, const int64_t* shape, int ndim, DType dtype,
-                            bool accumulate, int num_threads) {
-  for (int k = 0; k < ndim; ++k)
-    if (shape[k] == 0) return;
-  const CopyLayout l = coalesce(dst_strides, src_strides, shape, ndim);
-  if (accumulate) {
-    WEFT_DTYPE_SWITCH(
-        dtype, DT, "shape op accumulation (req=add)",
-        run_strided<DT, true>(static_cast<DT*>(dst), static_cast<const DT*>(src), l, num_threads));
-    return;
-  }
-  switch (dtype_size(dtype)) {
-    case 1:
-      run_strided<uint8_t, false>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), l,
-                                  num_threads);
-      break;
-    case 2:
-      run_strided<uint16_t, false>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
-                                   l, num_threads);
-      break;
-    case 4:
-      run_strided<uint32_t, false>(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src),
-                                   l, num_threads);
-      break;
-    case 8:
-      run_strided<uint64_t, false>(static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src),
-                                   l, num_threads);
-      break;
-    default:
-      WEFT_THROW(NotImplemented) << "shape ops: dtype " << dtype_name(dtype)
-                                 << " has an unsupported size";
-  }
-}
-
-void shape_ops_zero(void* dst, size_t bytes, int num_threads) {
-  char* p = static_cast<char*>(dst);
-  parallel_for(static_cast<int64_t>(bytes), int64_t{1} << 18, num_threads,
-               [&](int64_t b, int64_t e) { std::memset(p + b, 0, static_cast<size_t>(e - b)); });
-}
-
-namespace {
-
 // ---- small helpers -------------------------------------------------------------------------
-
-std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
-  std::vector<int64_t> s(std::max(ndim, 0), 1);
-  for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
-  return s;
-}
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  return compact_strides(v.shape, v.ndim);
-}
-
-bool accumulates(OpReq r) { return r == OpReq::kAdd; }
-
-// Copies (or adds) `in` into the same-sized `out`; a no-op when the output is the input's memory.
-void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const TensorView& out) {
-  if (req == OpReq::kNull) return;
-  if (req != OpReq::kAdd && in.raw() == out.raw()) return;
-  const int64_t n = out.size(), one = 1;
-  shape_ops_strided_copy(out.raw(), &one, in.raw(), &one, &n, 1, out.dtype(), accumulates(req),
-                         ctx.num_threads);
-}
 
 std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
 std::vector<bool> inplace_identity(const OpAttrs&) { return {true}; }
-
-void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  copy_whole(ctx, in[0], req[0], out[0]);
-}
 
 // Number of unknown dims; fills `prod` with the product of the known ones.
 int count_unknown(const Shape& s, int64_t* prod, int* where) {
@@ -547,8 +382,7 @@ void register_reshape_backward(OpRegistry& r, const std::string& name) {
       .set_input_names({"out_grad", "data"})
       .set_attr<FInferShape>(reshape_backward_infer_shape)
       .set_attr<FInplaceOption>(inplace_first)
-      .set_attr<FInplaceIdentity>(inplace_identity)
-      .set_attr<FCompute>(DeviceType::kCPU, copy_forward);
+      .set_attr<FInplaceIdentity>(inplace_identity);
 }
 
 template <typename P>
@@ -559,12 +393,13 @@ Op& register_reshape_like(OpRegistry& r, const std::string& name, FInferShape in
       .set_attr<FInferShape>(std::move(infer))
       .set_attr<FInplaceOption>(inplace_first)
       .set_attr<FInplaceIdentity>(inplace_identity)
-      .set_attr<FCompute>(DeviceType::kCPU, copy_forward)
       .set_attr<FGradient>([name](GradBuilder& b) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_" + name, {b.out_grad(0), b.input(0)})};
       });
 }
+
+}  // namespace
 
 // ---- transpose -----------------------------------------------------------------------------
 
@@ -589,6 +424,8 @@ std::vector<int> transpose_perm(const OpAttrs& attrs, const Shape& axes, int ndi
   return perm;
 }
 
+namespace {
+
 bool transpose_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = attrs.params<TransposeParam>();
   const int nd = in[0].rank_known() ? in[0].ndim() : out[0].rank_known() ? out[0].ndim() : -1;
@@ -601,19 +438,6 @@ bool transpose_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::ve
   for (int i = 0; i < nd; ++i) s_in[perm[i]] = out[0][i];
   assign_input_shape(attrs, in, 0, s_in);
   return in[0].known() && out[0].known();
-}
-
-void transpose_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                       std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const TensorView& x = in[0];
-  const TensorView& y = out[0];
-  const std::vector<int> perm = transpose_perm(attrs, attrs.params<TransposeParam>().axes, x.ndim);
-  const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
-  std::vector<int64_t> src(x.ndim);
-  for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
-  shape_ops_strided_copy(y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
-                         accumulates(req[0]), ctx.num_threads);
 }
 
 }  // namespace
@@ -649,7 +473,6 @@ void register_shape_ops(OpRegistry& r) {
       .set_params<TransposeParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(transpose_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, transpose_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         const Shape& axes = b.attrs().params<TransposeParam>().axes;
         Shape inverse = axes;

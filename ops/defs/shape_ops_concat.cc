@@ -1,13 +1,11 @@
 // Joining and splitting shape ops: Concat, stack, SliceChannel, the legacy Crop, and UpSampling
-// (nearest, and bilinear as a depthwise transposed convolution), with their backward ops.
+// (nearest, and bilinear as a depthwise transposed convolution), with their backward ops: the
+// definitions (the kernels are in ops/cpu/shape_ops_concat.cc).
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/cpu/layout_ops.h"
-#include "ops/cpu/strided_copy.h"
 #include "ops/defs/shape_ops_params.h"
 #include "ops/defs/upsampling_params.h"
 #include "ops/infer_util.h"
@@ -17,31 +15,10 @@ namespace weft::detail {
 
 namespace {
 
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
-
 std::vector<std::string> numbered_names(const std::string& prefix, int n) {
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) names.push_back(prefix + std::to_string(i));
   return names;
-}
-
-// Copies between a compact block `part` of shape (outer, rows*inner) and rows [row0, row0+rows)
-// of `whole`, shape (outer, whole_rows*inner). to_whole: part → whole; else whole → part.
-void block_copy(const OpContext& ctx, const TensorView& whole, int64_t whole_rows,
-                const TensorView& part, int64_t row0, int64_t rows, int64_t outer, int64_t inner,
-                OpReq req, bool to_whole) {
-  if (req == OpReq::kNull || outer * rows * inner == 0) return;
-  const int64_t shape[2] = {outer, rows * inner};
-  const int64_t ws[2] = {whole_rows * inner, 1}, ps[2] = {rows * inner, 1};
-  char* w = elem_ptr(whole, row0 * inner);
-  const bool add = req == OpReq::kAdd;
-  if (to_whole) {
-    shape_ops_strided_copy(w, ws, part.raw(), ps, shape, 2, whole.dtype(), add, ctx.num_threads);
-  } else {
-    shape_ops_strided_copy(part.raw(), ps, w, ws, shape, 2, whole.dtype(), add, ctx.num_threads);
-  }
 }
 
 // ---- Concat --------------------------------------------------------------------------------
@@ -105,18 +82,6 @@ bool concat_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vecto
   return concat_shapes(attrs, attrs.params<ConcatParam>().dim, in, out[0]);
 }
 
-void concat_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& y = out[0];
-  const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, y.ndim);
-  const int64_t outer = y.shape_of().prod(0, axis), inner = y.shape_of().prod(axis + 1, y.ndim);
-  int64_t row = 0;
-  for (const auto& x : in) {
-    block_copy(ctx, y, y.shape[axis], x, row, x.shape[axis], outer, inner, req[0], true);
-    row += x.shape[axis];
-  }
-}
-
 // _backward_Concat: (out_grad, arg0, ...) -> one gradient per arg.
 bool concat_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                                  std::vector<Shape>& out) {
@@ -127,18 +92,7 @@ bool concat_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
   return all_known(in) && all_known(out);
 }
 
-void concat_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& og = in[0];
-  const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, og.ndim);
-  const int64_t outer = og.shape_of().prod(0, axis), inner = og.shape_of().prod(axis + 1, og.ndim);
-  int64_t row = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, og, og.shape[axis], out[i], row, out[i].shape[axis], outer, inner, req[i],
-               false);
-    row += out[i].shape[axis];
-  }
-}
+}  // namespace
 
 // ---- stack ---------------------------------------------------------------------------------
 
@@ -148,6 +102,8 @@ int stack_axis(const OpAttrs& attrs, int in_ndim) {
       << attrs.where() << ": axis " << axis << " is out of range for " << in_ndim << "-d inputs";
   return static_cast<int>(axis < 0 ? axis + in_ndim + 1 : axis);
 }
+
+namespace {
 
 bool stack_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const int64_t n = static_cast<int64_t>(in.size());
@@ -177,17 +133,6 @@ bool stack_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
   return all_known(in) && out[0].known();
 }
 
-void stack_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = in[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
-  for (size_t i = 0; i < in.size(); ++i) {
-    block_copy(ctx, out[0], static_cast<int64_t>(in.size()), in[i], static_cast<int64_t>(i), 1,
-               outer, inner, req[0], true);
-  }
-}
-
 bool stack_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                                 std::vector<Shape>& out) {
   if (!in[0].rank_known()) return false;
@@ -198,17 +143,6 @@ bool stack_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
   for (size_t i = 0; i < out.size(); ++i)
     assign_output_shape(attrs, out, static_cast<int>(i), Shape(s));
   return in[0].known();
-}
-
-void stack_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = out[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
-  for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, in[0], static_cast<int64_t>(out.size()), out[i], static_cast<int64_t>(i), 1,
-               outer, inner, req[i], false);
-  }
 }
 
 // ---- SliceChannel --------------------------------------------------------------------------
@@ -267,17 +201,7 @@ bool slice_channel_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
   return in[0].known() && all_known(out);
 }
 
-void slice_channel_forward(const OpAttrs& attrs, const OpContext& ctx,
-                           std::span<const TensorView> in, std::span<const OpReq> req,
-                           std::span<const TensorView> out) {
-  const auto& p = attrs.params<SliceChannelParam>();
-  const TensorView& x = in[0];
-  const int axis = normalize_axis(attrs, p.axis, x.ndim);
-  const int64_t n = p.num_outputs, part = x.shape[axis] / n;
-  const int64_t outer = x.shape_of().prod(0, axis), inner = x.shape_of().prod(axis + 1, x.ndim);
-  for (int64_t i = 0; i < n; ++i)
-    block_copy(ctx, x, x.shape[axis], out[i], i * part, part, outer, inner, req[i], false);
-}
+}  // namespace
 
 // ---- Crop (legacy) -------------------------------------------------------------------------
 
@@ -296,6 +220,8 @@ std::pair<int64_t, int64_t> crop_start(const OpAttrs& attrs, int64_t H, int64_t 
   }
   return {y, x};
 }
+
+namespace {
 
 bool crop_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = attrs.params<CropParam>();
@@ -326,35 +252,6 @@ bool crop_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
   assign_input_shape(attrs, in, 0, back);
   if (in[0].known() && out[0].known()) crop_start(attrs, in[0][2], in[0][3], out[0][2], out[0][3]);
   return all_known(in) && out[0].known();
-}
-
-// Copies between the crop window of `data` and the compact `part`.
-void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& data,
-               const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const int64_t H = data.shape[2], W = data.shape[3], h = part.shape[2], w = part.shape[3];
-  const auto [y0, x0] = crop_start(attrs, H, W, h, w);
-  const int64_t shape[3] = {data.shape[0] * data.shape[1], h, w};
-  const int64_t ds[3] = {H * W, W, 1}, ps[3] = {h * w, w, 1};
-  char* window = elem_ptr(data, y0 * W + x0);
-  const bool add = req == OpReq::kAdd;
-  if (to_data) {
-    if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
-    shape_ops_strided_copy(window, ds, part.raw(), ps, shape, 3, data.dtype(), add,
-                           ctx.num_threads);
-  } else {
-    shape_ops_strided_copy(part.raw(), ps, window, ds, shape, 3, data.dtype(), add,
-                           ctx.num_threads);
-  }
-}
-
-void crop_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, in[0], out[0], req[0], false);
-}
-void crop_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, out[0], in[0], req[0], true);
 }
 
 bool like_data_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -444,133 +341,6 @@ bool upsampling_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
   return all_known(in) && out[0].known();
 }
 
-// Nearest: out[n, c0 + c, y, x] (+)= in[n, c, y / fy, x / fx], as a broadcast of the input over
-// the iteration space (N, C, H, fy, W, fx).
-void nearest_layout(const TensorView& x, const TensorView& y, std::vector<int64_t>* iter,
-                    std::vector<int64_t>* xs, std::vector<int64_t>* ys) {
-  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t OC = y.shape[1], OH = y.shape[2], OW = y.shape[3];
-  const int64_t fy = OH / H, fx = OW / W;
-  *iter = {N, C, H, fy, W, fx};
-  *xs = {C * H * W, H * W, W, 0, 1, 0};
-  *ys = {OC * OH * OW, OH * OW, fy * OW, OW, fx, 1};
-}
-
-template <typename T>
-void bilinear_forward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& x,
-                      const TensorView& w, const TensorView& y, bool add) {
-  const int64_t planes = x.shape[0] * x.shape[1], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t OH = y.shape[2], OW = y.shape[3], k = p.kernel(), s = p.scale, pad = p.pad();
-  const T* xp = x.ptr<T>();
-  const T* wp = w.ptr<T>();
-  T* yp = y.ptr<T>();
-  parallel_for(planes, 1, ctx.num_threads, [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl) {
-      const T* xi = xp + pl * H * W;
-      const T* wk = wp + (pl % C) * k * k;
-      T* yo = yp + pl * OH * OW;
-      if (!add) std::fill(yo, yo + OH * OW, T(0));
-      for (int64_t iy = 0; iy < H; ++iy) {
-        for (int64_t ky = 0; ky < k; ++ky) {
-          const int64_t oy = iy * s - pad + ky;
-          if (oy < 0 || oy >= OH) continue;
-          for (int64_t ix = 0; ix < W; ++ix) {
-            const T v = xi[iy * W + ix];
-            for (int64_t kx = 0; kx < k; ++kx) {
-              const int64_t ox = ix * s - pad + kx;
-              if (ox >= 0 && ox < OW) yo[oy * OW + ox] += v * wk[ky * k + kx];
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void bilinear_backward(const OpContext& ctx, const UpSamplingParam& p, const TensorView& og,
-                       const TensorView& x, const TensorView& w, OpReq req_x, const TensorView& gx,
-                       OpReq req_w, const TensorView& gw) {
-  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t OH = og.shape[2], OW = og.shape[3], k = p.kernel(), s = p.scale, pad = p.pad();
-  const T* gp = og.ptr<T>();
-  const T* xp = x.ptr<T>();
-  const T* wp = w.ptr<T>();
-  if (req_x != OpReq::kNull) {
-    T* gxp = gx.ptr<T>();
-    parallel_for(N * C, 1, ctx.num_threads, [&](int64_t b, int64_t e) {
-      for (int64_t pl = b; pl < e; ++pl) {
-        const T* go = gp + pl * OH * OW;
-        const T* wk = wp + (pl % C) * k * k;
-        for (int64_t iy = 0; iy < H; ++iy) {
-          for (int64_t ix = 0; ix < W; ++ix) {
-            T acc = 0;
-            for (int64_t ky = 0; ky < k; ++ky) {
-              const int64_t oy = iy * s - pad + ky;
-              if (oy < 0 || oy >= OH) continue;
-              for (int64_t kx = 0; kx < k; ++kx) {
-                const int64_t ox = ix * s - pad + kx;
-                if (ox >= 0 && ox < OW) acc += go[oy * OW + ox] * wk[ky * k + kx];
-              }
-            }
-            T& dst = gxp[pl * H * W + iy * W + ix];
-            dst = req_x == OpReq::kAdd ? dst + acc : acc;
-          }
-        }
-      }
-    });
-  }
-  if (req_w != OpReq::kNull) {
-    T* gwp = gw.ptr<T>();
-    parallel_for(C, 1, ctx.num_threads, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        for (int64_t ky = 0; ky < k; ++ky) {
-          for (int64_t kx = 0; kx < k; ++kx) {
-            T acc = 0;
-            for (int64_t n = 0; n < N; ++n) {
-              const T* go = gp + (n * C + c) * OH * OW;
-              const T* xi = xp + (n * C + c) * H * W;
-              for (int64_t iy = 0; iy < H; ++iy) {
-                const int64_t oy = iy * s - pad + ky;
-                if (oy < 0 || oy >= OH) continue;
-                for (int64_t ix = 0; ix < W; ++ix) {
-                  const int64_t ox = ix * s - pad + kx;
-                  if (ox >= 0 && ox < OW) acc += go[oy * OW + ox] * xi[iy * W + ix];
-                }
-              }
-            }
-            T& dst = gwp[c * k * k + ky * k + kx];
-            dst = req_w == OpReq::kAdd ? dst + acc : acc;
-          }
-        }
-      }
-    });
-  }
-}
-
-void upsampling_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                        std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const auto& p = attrs.params<UpSamplingParam>();
-  const TensorView& y = out[0];
-  const bool add = req[0] == OpReq::kAdd;
-  if (p.sample_type == SampleType::kBilinear) {
-    WEFT_FLOAT_SWITCH(y.dtype(), T, "UpSampling (bilinear)",
-                      bilinear_forward<T>(ctx, p, in[0], in[1], y, add));
-    return;
-  }
-  const bool sum = p.multi_input_mode == MultiInputMode::kSum;
-  int64_t c0 = 0;
-  for (size_t i = 0; i < in.size(); ++i) {
-    std::vector<int64_t> iter, xs, ys;
-    nearest_layout(in[i], y, &iter, &xs, &ys);
-    const bool acc = add || (sum && i > 0);
-    shape_ops_strided_copy(elem_ptr(y, c0 * y.shape[2] * y.shape[3]), ys.data(), in[i].raw(),
-                           xs.data(), iter.data(), 6, y.dtype(), acc, ctx.num_threads);
-    if (!sum) c0 += in[i].shape[1];
-  }
-}
-
 // _backward_UpSampling: (out_grad, inputs...) -> one gradient per input.
 bool upsampling_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                                      std::vector<Shape>& out) {
@@ -579,31 +349,6 @@ bool upsampling_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& i
     assign_input_shape(attrs, in, static_cast<int>(i + 1), out[i]);
   }
   return all_known(in) && all_known(out);
-}
-
-void upsampling_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                         std::span<const OpReq> req, std::span<const TensorView> out) {
-  const auto& p = attrs.params<UpSamplingParam>();
-  const TensorView& og = in[0];
-  if (p.sample_type == SampleType::kBilinear) {
-    WEFT_FLOAT_SWITCH(
-        og.dtype(), T, "UpSampling (bilinear) backward",
-        bilinear_backward<T>(ctx, p, og, in[1], in[2], req[0], out[0], req[1], out[1]));
-    return;
-  }
-  const bool sum = p.multi_input_mode == MultiInputMode::kSum;
-  int64_t c0 = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const TensorView& gx = out[i];
-    if (req[i] != OpReq::kNull) {
-      std::vector<int64_t> iter, xs, ys;
-      nearest_layout(gx, og, &iter, &xs, &ys);
-      if (req[i] != OpReq::kAdd) shape_ops_zero(gx.raw(), gx.bytes(), ctx.num_threads);
-      shape_ops_strided_copy(gx.raw(), xs.data(), elem_ptr(og, c0 * og.shape[2] * og.shape[3]),
-                             ys.data(), iter.data(), 6, gx.dtype(), true, ctx.num_threads);
-    }
-    if (!sum) c0 += gx.shape[1];
-  }
 }
 
 int upsampling_num_inputs(const OpAttrs& a) {
@@ -629,21 +374,6 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FListInputNames>(
           [concat_inputs](const OpAttrs& a) { return numbered_names("arg", concat_inputs(a)); })
       .set_attr<FInferShape>(concat_infer_shape)
-      .set_attr<FCompute>(
-          DeviceType::kCPU,
-          [](const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-             std::span<const OpReq> req, std::span<const TensorView> out) {
-            if (!has_layouts(ctx, in.size(), out.size()))
-              return concat_forward(attrs, ctx, in, req, out);
-            const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, out[0].ndim);
-            concat_layout_forward(axis, ctx, in, req, out);
-          })
-      .set_attr<FInferLayout>([](const OpAttrs& attrs, const LayoutQuery& q,
-                                 std::vector<LayoutRef>& in, std::vector<LayoutRef>& out) {
-        const int nd = q.out_shapes[0].ndim();
-        return concat_infer_layout(normalize_axis(attrs, attrs.params<ConcatParam>().dim, nd), q,
-                                   in, out);
-      })
       .set_attr<FGradient>([](GradBuilder& b) {
         const int n = static_cast<int>(b.attrs().params<ConcatParam>().num_args);
         std::vector<GradEntry> in{b.out_grad(0)};
@@ -657,8 +387,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_params<ConcatParam>()
       .set_attr<FNumInputs>([concat_inputs](const OpAttrs& a) { return concat_inputs(a) + 1; })
       .set_attr<FNumOutputs>(concat_inputs)
-      .set_attr<FInferShape>(concat_backward_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, concat_backward);
+      .set_attr<FInferShape>(concat_backward_infer_shape);
 
   auto stack_inputs = [](const OpAttrs& a) {
     return static_cast<int>(a.params<StackParam>().num_args);
@@ -670,7 +399,6 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FListInputNames>(
           [stack_inputs](const OpAttrs& a) { return numbered_names("arg", stack_inputs(a)); })
       .set_attr<FInferShape>(stack_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, stack_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         return b.emit_with_forward_attrs("_backward_stack", {b.out_grad(0)});
       });
@@ -679,8 +407,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_params<StackParam>()
       .set_input_names({"out_grad"})
       .set_attr<FNumOutputs>(stack_inputs)
-      .set_attr<FInferShape>(stack_backward_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, stack_backward);
+      .set_attr<FInferShape>(stack_backward_infer_shape);
 
   r.register_op("SliceChannel")
       .describe(
@@ -692,7 +419,6 @@ void register_shape_concat_ops(OpRegistry& r) {
         return static_cast<int>(a.params<SliceChannelParam>().num_outputs);
       })
       .set_attr<FInferShape>(slice_channel_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, slice_channel_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         const auto& p = b.attrs().params<SliceChannelParam>();
         std::vector<GradEntry> parts;
@@ -720,7 +446,6 @@ void register_shape_concat_ops(OpRegistry& r) {
                                                    : std::vector<std::string>{"data"};
       })
       .set_attr<FInferShape>(crop_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, crop_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         std::vector<GradEntry> g{
             b.emit_with_forward_attrs("_backward_Crop", {b.out_grad(0), b.input(0)}).at(0)};
@@ -732,8 +457,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       .describe("Gradient of Crop: the output gradient placed in the crop window, zeros elsewhere.")
       .set_params<CropParam>()
       .set_input_names({"out_grad", "data"})
-      .set_attr<FInferShape>(like_data_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, crop_backward);
+      .set_attr<FInferShape>(like_data_infer_shape);
 
   r.register_op("UpSampling")
       .describe(
@@ -744,7 +468,6 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FNumInputs>(upsampling_num_inputs)
       .set_attr<FListInputNames>(upsampling_input_names)
       .set_attr<FInferShape>(upsampling_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, upsampling_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         const int n = upsampling_num_inputs(b.attrs());
         std::vector<GradEntry> in{b.out_grad(0)};
@@ -757,8 +480,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_params<UpSamplingParam>()
       .set_attr<FNumInputs>([](const OpAttrs& a) { return upsampling_num_inputs(a) + 1; })
       .set_attr<FNumOutputs>(upsampling_num_inputs)
-      .set_attr<FInferShape>(upsampling_backward_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, upsampling_backward);
+      .set_attr<FInferShape>(upsampling_backward_infer_shape);
 }
 
 }  // namespace weft::detail

@@ -1,13 +1,12 @@
 // Indexing and repetition ops: slice (alias crop), slice_axis, broadcast_to, tile and Embedding
-// (row lookup with clipped indices), with their backward ops.
+// (row lookup with clipped indices), with their backward ops: the definitions, and the slice
+// ranges and tile padding their kernels share (the CPU kernels are in ops/cpu/indexing_ops.cc).
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/cpu/strided_copy.h"
 #include "ops/defs/indexing_params.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
@@ -17,21 +16,6 @@ namespace weft::detail {
 namespace {
 
 // ---- helpers -------------------------------------------------------------------------------
-
-std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
-  std::vector<int64_t> s(std::max(ndim, 0), 1);
-  for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
-  return s;
-}
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  return compact_strides(v.shape, v.ndim);
-}
-
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
-
-bool accumulates(OpReq r) { return r == OpReq::kAdd; }
 
 // (out_grad, data) -> a gradient shaped like data.
 bool like_data_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -101,42 +85,6 @@ bool slice_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
   return in[0].known() && out[0].known();
 }
 
-// Copies between the slice `r` of `data` and the compact `part`: forward gathers into part;
-// backward (to_data) writes part into the slice, zeroing the rest first unless accumulating.
-void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& data,
-                const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const std::vector<int64_t> ds = compact_strides(data), ps = compact_strides(part);
-  std::vector<int64_t> strided(data.ndim);
-  int64_t base = 0;
-  for (int i = 0; i < data.ndim; ++i) {
-    strided[i] = ds[i] * r.step[i];
-    base += r.begin[i] * ds[i];
-  }
-  const bool add = accumulates(req);
-  if (to_data) {
-    if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
-    if (part.size() == 0) return;
-    shape_ops_strided_copy(elem_ptr(data, base), strided.data(), part.raw(), ps.data(), part.shape,
-                           part.ndim, data.dtype(), add, ctx.num_threads);
-  } else {
-    if (part.size() == 0) return;
-    shape_ops_strided_copy(part.raw(), ps.data(), elem_ptr(data, base), strided.data(), part.shape,
-                           part.ndim, data.dtype(), add, ctx.num_threads);
-  }
-}
-
-void slice_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[0].shape_of()), in[0], out[0],
-             req[0], false);
-}
-void slice_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_range(attrs, attrs.params<SliceParam>(), in[1].shape_of()), out[0], in[0],
-             req[0], true);
-}
-
 // ---- slice_axis ----------------------------------------------------------------------------
 
 }  // namespace
@@ -190,15 +138,6 @@ bool slice_axis_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
   return in[0].known() && out[0].known();
 }
 
-void slice_axis_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                        std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_axis_range(attrs, in[0].shape_of()), in[0], out[0], req[0], false);
-}
-void slice_axis_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                         std::span<const OpReq> req, std::span<const TensorView> out) {
-  slice_copy(ctx, slice_axis_range(attrs, in[1].shape_of()), out[0], in[0], req[0], true);
-}
-
 // ---- broadcast_to --------------------------------------------------------------------------
 
 bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
@@ -230,42 +169,9 @@ bool broadcast_to_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
   return in[0].known() && out[0].known();
 }
 
-// Strides of `small` (broadcast to big's shape, same rank) as seen from big: 0 on broadcast dims.
-std::vector<int64_t> broadcast_strides(const TensorView& small, const TensorView& big) {
-  std::vector<int64_t> s = compact_strides(small);
-  for (int i = 0; i < small.ndim; ++i)
-    if (small.shape[i] != big.shape[i]) s[i] = 0;
-  return s;
-}
-
-void broadcast_to_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
-                          std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const std::vector<int64_t> src = broadcast_strides(in[0], out[0]), dst = compact_strides(out[0]);
-  shape_ops_strided_copy(out[0].raw(), dst.data(), in[0].raw(), src.data(), out[0].shape,
-                         out[0].ndim, out[0].dtype(), accumulates(req[0]), ctx.num_threads);
-}
-
-// Sums `grad` (big) into `dst` (small) over the broadcast dims.
-void broadcast_reduce(const OpContext& ctx, const TensorView& grad, OpReq req,
-                      const TensorView& dst, const std::vector<int64_t>& dst_strides,
-                      const std::vector<int64_t>& iter_shape,
-                      const std::vector<int64_t>& grad_strides) {
-  if (req == OpReq::kNull) return;
-  if (!accumulates(req)) shape_ops_zero(dst.raw(), dst.bytes(), ctx.num_threads);
-  shape_ops_strided_copy(dst.raw(), dst_strides.data(), grad.raw(), grad_strides.data(),
-                         iter_shape.data(), static_cast<int>(iter_shape.size()), dst.dtype(), true,
-                         ctx.num_threads);
-}
-
-void broadcast_to_backward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
-                           std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& og = in[0];
-  broadcast_reduce(ctx, og, req[0], out[0], broadcast_strides(out[0], og),
-                   og.shape_of().to_vector(), compact_strides(og));
-}
-
 // ---- tile ----------------------------------------------------------------------------------
+
+}  // namespace
 
 // Input dims and reps padded with leading 1s to the output rank.
 void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p,
@@ -276,6 +182,8 @@ void tile_padded(const Shape& reps, const Shape& in, std::vector<int64_t>* in_p,
   for (int i = 0; i < in.ndim(); ++i) (*in_p)[nd - in.ndim() + i] = in[i];
   for (int i = 0; i < reps.ndim(); ++i) (*reps_p)[nd - reps.ndim() + i] = reps[i];
 }
+
+namespace {
 
 bool tile_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (!in[0].rank_known()) return false;
@@ -300,50 +208,14 @@ bool tile_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
   return in[0].known() && out[0].known();
 }
 
-// The tile as a broadcast: iteration dims (rep_k, in_k) per output axis k.
-void tile_layout(const TensorView& x, const TensorView& y, const Shape& reps,
-                 std::vector<int64_t>* iter, std::vector<int64_t>* y_strides,
-                 std::vector<int64_t>* x_strides) {
-  std::vector<int64_t> ip, rp;
-  tile_padded(reps, x.shape_of(), &ip, &rp);
-  const std::vector<int64_t> ys = compact_strides(y),
-                             xs = compact_strides(ip.data(), static_cast<int>(ip.size()));
-  for (size_t k = 0; k < ip.size(); ++k) {
-    iter->push_back(rp[k]);
-    iter->push_back(ip[k]);
-    y_strides->push_back(ip[k] * ys[k]);
-    y_strides->push_back(ys[k]);
-    x_strides->push_back(0);
-    x_strides->push_back(xs[k]);
-  }
-}
-
-void tile_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  std::vector<int64_t> iter, ys, xs;
-  tile_layout(in[0], out[0], attrs.params<TileParam>().reps, &iter, &ys, &xs);
-  shape_ops_strided_copy(out[0].raw(), ys.data(), in[0].raw(), xs.data(), iter.data(),
-                         static_cast<int>(iter.size()), out[0].dtype(), accumulates(req[0]),
-                         ctx.num_threads);
-}
-
-void tile_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  std::vector<int64_t> iter, ys, xs;
-  tile_layout(out[0], in[0], attrs.params<TileParam>().reps, &iter, &ys, &xs);
-  broadcast_reduce(ctx, in[0], req[0], out[0], xs, iter, ys);
-}
-
 // Registers `_backward_<name>` taking (out_grad, data) and giving data's gradient.
 template <typename P>
-Op& register_like_data_backward(OpRegistry& r, const std::string& name, FCompute kernel) {
+Op& register_like_data_backward(OpRegistry& r, const std::string& name) {
   Op& op = r.register_op("_backward_" + name);
   op.set_params<P>();
   return op.describe("Gradient of " + name + " with respect to its data input.")
       .set_input_names({"out_grad", "data"})
-      .set_attr<FInferShape>(like_data_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, std::move(kernel));
+      .set_attr<FInferShape>(like_data_infer_shape);
 }
 
 FGradient grad_via_backward(const std::string& name) {
@@ -382,81 +254,6 @@ bool embedding_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vec
   return true;
 }
 
-// Row index for entry i, truncated toward zero and clipped to [0, rows - 1].
-template <typename I>
-int64_t clipped_index(const I* idx, int64_t i, int64_t rows) {
-  const double v = static_cast<double>(idx[i]);
-  int64_t j = v != v ? 0 : v >= static_cast<double>(rows) ? rows - 1 : static_cast<int64_t>(v);
-  return std::min(std::max<int64_t>(j, 0), rows - 1);
-}
-
-template <typename I, typename T>
-void embedding_add_rows(const OpContext& ctx, const I* idx, int64_t n, const T* weight,
-                        int64_t rows, int64_t cols, T* out) {
-  parallel_for(n, std::max<int64_t>(1, 4096 / cols), ctx.num_threads, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const T* src = weight + clipped_index(idx, i, rows) * cols;
-      T* dst = out + i * cols;
-      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<T>(dst[c] + src[c]);
-    }
-  });
-}
-
-void embedding_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
-                       std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const TensorView& data = in[0];
-  const TensorView& weight = in[1];
-  const TensorView& y = out[0];
-  const int64_t n = data.size(), rows = weight.shape[0], cols = weight.shape[1];
-  if (req[0] == OpReq::kAdd) {
-    WEFT_DTYPE_SWITCH(
-        data.dtype(), I, "Embedding indices",
-        WEFT_DTYPE_SWITCH(y.dtype(), T, "Embedding (req=add)",
-                          embedding_add_rows<I, T>(ctx, data.ptr<I>(), n, weight.ptr<T>(), rows,
-                                                   cols, y.ptr<T>())));
-    return;
-  }
-  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(y.dtype());
-  const char* w = static_cast<const char*>(weight.raw());
-  char* o = static_cast<char*>(y.raw());
-  WEFT_DTYPE_SWITCH(data.dtype(), I, "Embedding indices", {
-    const I* idx = data.ptr<I>();
-    parallel_for(n, std::max<int64_t>(1, 4096 / cols), ctx.num_threads, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        std::memcpy(o + i * row_bytes, w + clipped_index(idx, i, rows) * row_bytes, row_bytes);
-    });
-  });
-}
-
-// _backward_Embedding: (out_grad, data) -> weight gradient (input_dim, output_dim). Each thread
-// owns a range of columns, so repeated indices never race.
-template <typename I, typename T>
-void embedding_grad(const OpContext& ctx, const I* idx, int64_t n, const T* og, int64_t rows,
-                    int64_t cols, T* gw) {
-  parallel_for(cols, 16, ctx.num_threads, [&](int64_t cb, int64_t ce) {
-    for (int64_t i = 0; i < n; ++i) {
-      T* dst = gw + clipped_index(idx, i, rows) * cols;
-      const T* src = og + i * cols;
-      for (int64_t c = cb; c < ce; ++c) dst[c] += src[c];
-    }
-  });
-}
-
-void embedding_backward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
-                        std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const TensorView& og = in[0];
-  const TensorView& data = in[1];
-  const TensorView& gw = out[0];
-  if (req[0] != OpReq::kAdd) shape_ops_zero(gw.raw(), gw.bytes(), ctx.num_threads);
-  WEFT_DTYPE_SWITCH(
-      data.dtype(), I, "Embedding indices",
-      WEFT_FLOAT_SWITCH(gw.dtype(), T, "Embedding backward",
-                        embedding_grad<I, T>(ctx, data.ptr<I>(), data.size(), og.ptr<T>(),
-                                             gw.shape[0], gw.shape[1], gw.ptr<T>())));
-}
-
 bool embedding_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                                     std::vector<Shape>& out) {
   const auto& p = attrs.params<EmbeddingParam>();
@@ -487,10 +284,9 @@ void register_indexing_ops(OpRegistry& r) {
       .set_params<SliceParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(slice_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, slice_forward)
       .set_attr<FGradient>(grad_via_backward("slice"));
   r.add_alias("crop", "slice");
-  register_like_data_backward<SliceParam>(r, "slice", slice_backward);
+  register_like_data_backward<SliceParam>(r, "slice");
 
   r.register_op("slice_axis")
       .describe(
@@ -499,18 +295,16 @@ void register_indexing_ops(OpRegistry& r) {
       .set_params<SliceAxisParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(slice_axis_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, slice_axis_forward)
       .set_attr<FGradient>(grad_via_backward("slice_axis"));
-  register_like_data_backward<SliceAxisParam>(r, "slice_axis", slice_axis_backward);
+  register_like_data_backward<SliceAxisParam>(r, "slice_axis");
 
   r.register_op("broadcast_to")
       .describe("Broadcasts size-1 axes to `shape` (0 keeps the input's dimension).")
       .set_params<BroadcastToParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(broadcast_to_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, broadcast_to_forward)
       .set_attr<FGradient>(grad_via_backward("broadcast_to"));
-  register_like_data_backward<BroadcastToParam>(r, "broadcast_to", broadcast_to_backward);
+  register_like_data_backward<BroadcastToParam>(r, "broadcast_to");
 
   r.register_op("tile")
       .describe(
@@ -520,9 +314,8 @@ void register_indexing_ops(OpRegistry& r) {
       .set_params<TileParam>()
       .set_input_names({"data"})
       .set_attr<FInferShape>(tile_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, tile_forward)
       .set_attr<FGradient>(grad_via_backward("tile"));
-  register_like_data_backward<TileParam>(r, "tile", tile_backward);
+  register_like_data_backward<TileParam>(r, "tile");
 
   r.register_op("Embedding")
       .describe(
@@ -534,7 +327,6 @@ void register_indexing_ops(OpRegistry& r) {
       .set_input_names({"data", "weight"})
       .set_attr<FInferShape>(embedding_infer_shape)
       .set_attr<FInferType>(embedding_infer_type)
-      .set_attr<FCompute>(DeviceType::kCPU, embedding_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{
             GradBuilder::none(),
@@ -547,8 +339,7 @@ void register_indexing_ops(OpRegistry& r) {
       .set_params<EmbeddingParam>()
       .set_input_names({"out_grad", "data"})
       .set_attr<FInferShape>(embedding_backward_infer_shape)
-      .set_attr<FInferType>(embedding_backward_infer_type)
-      .set_attr<FCompute>(DeviceType::kCPU, embedding_backward);
+      .set_attr<FInferType>(embedding_backward_infer_type);
 }
 
 }  // namespace weft::detail
