@@ -1,7 +1,7 @@
 // Image codecs and augmentation transforms for Dataset::map. Decoding uses libjpeg-turbo and
-// libpng; the augmentations are registered operators (ops/image.cc: _image_crop, _image_flip_*,
-// _image_resize, _image_normalize, _image_to_tensor) run here synchronously on the host, so the
-// same operators also run imperatively and on other devices.
+// libpng; the augmentations are registered operators (ops/defs/image.cc: _image_crop,
+// _image_flip_*, _image_resize, _image_normalize, _image_to_tensor) run here synchronously on the
+// host, so the same operators also run imperatively and on other devices.
 #pragma once
 
 #include <cstdint>

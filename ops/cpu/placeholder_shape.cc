@@ -4,7 +4,6 @@
 
 namespace weft::cpu {
 
-void register_image_kernels(OpRegistry&) {}
 void register_rnn_kernels(OpRegistry&) {}
 
 }  // namespace weft::cpu

@@ -1,5 +1,5 @@
 // CUDA kernels of the image ops: _image_to_tensor, _image_normalize (and its backward op), the
-// flips and the random flips. Semantics: ops/image.cc. The random flips draw their coin on the
+// flips and the random flips. Semantics: ops/cpu/image.cc. The random flips draw their coin on the
 // host from the device's random state, exactly as the CPU kernel does, so a seed gives the same
 // decision on both devices.
 #include <random>

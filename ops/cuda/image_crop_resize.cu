@@ -1,5 +1,6 @@
 // CUDA kernels of _image_crop, _backward_image_crop and _image_resize on HWC / NHWC images.
-// Semantics: ops/image.cc (crop) and ops/image_resize.cc (resize, Note [OpenCV bilinear resize]).
+// Semantics: ops/cpu/image.cc (crop) and ops/cpu/image_resize.cc (resize, Note [OpenCV bilinear
+// resize]).
 //
 // Note [CUDA image resize arithmetic]
 // The GPU result must equal the CPU's bit for bit, so each output element recomputes the CPU's

@@ -1,5 +1,6 @@
 // Param structs of _image_normalize, the random flips, _image_crop and _image_resize, shared by
-// their CPU kernels (ops/image.cc, ops/image_resize.cc) and the CUDA ones.
+// their definitions (ops/defs/image.cc, ops/defs/image_resize.cc), their CPU kernels
+// (ops/cpu/image.cc, ops/cpu/image_resize.cc) and the CUDA ones.
 #pragma once
 
 #include <vector>

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 # bilinear resize of uint8 images: weft follows the fixed-point arithmetic of OpenCV's SIMD code
-# and matches MXNet exactly here; the contract (ops/image_resize.cc) is "within 1"
+# and matches MXNet exactly here; the contract (ops/cpu/image_resize.cc) is "within 1"
 UINT8_RESIZE_TOL = (0.0, 1.0)
 FLOAT_RESIZE_TOL = (1e-5, 1e-5)
 
