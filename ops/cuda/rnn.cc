@@ -1,5 +1,5 @@
 // CUDA kernels: the rnn family (see ops/cuda/register.h): the fused `RNN` and `_backward_RNN`.
-// The structure is ops/rnn_cell.h's, step for step: cuBLAS GEMMs for the input projections of
+// The structure is ops/cpu/rnn_cell.h's, step for step: cuBLAS GEMMs for the input projections of
 // all time steps at once and for the recurrent projection of each step, an own kernel for each
 // step's gates (ops/cuda/rnn_kernels.cu), and BPTT in `_backward_RNN`, which recomputes the
 // forward pass with a trace exactly as the CPU kernel does. float32 and float64.
@@ -89,8 +89,8 @@ rnn::RnnOptions options_of(const RnnParam& p) {
   return o;
 }
 
-/// The device buffers: ops/rnn_cell.h's layout, then the int64 sequence lengths and a row of
-/// ones (the bias gradients are GEMMs with it), all carved from one Scratch (a Scratch may hand
+/// The device buffers: ops/defs/rnn_packing.h's layout, then the int64 sequence lengths and a row
+/// of ones (the bias gradients are GEMMs with it), all carved from one Scratch (a Scratch may hand
 /// out the op's workspace, so two of them could overlap).
 template <typename DT>
 struct Buffers {

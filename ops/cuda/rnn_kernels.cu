@@ -1,5 +1,5 @@
 // The fused RNN's own CUDA kernels (see rnn_kernels.h). The formulas are those of
-// ops/rnn_cell.h (forward_step, backward_step), one thread per (sequence n, unit j): a thread
+// ops/cpu/rnn_cell.h (forward_step, backward_step), one thread per (sequence n, unit j): a thread
 // owns column j of every gate of row n, so a step needs no synchronisation.
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernel_util.h"

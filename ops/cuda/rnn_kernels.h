@@ -1,5 +1,5 @@
 // Own CUDA kernels of the fused RNN (ops/cuda/rnn.cc), written in rnn_kernels.cu: the per-step
-// gate activations and their BPTT counterparts, the formulas of ops/rnn_cell.h's forward_step /
+// gate activations and their BPTT counterparts, the formulas of ops/cpu/rnn_cell.h's forward_step /
 // backward_step. Host launchers for float and double; everything runs on `stream`.
 #pragma once
 

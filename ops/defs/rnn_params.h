@@ -1,13 +1,15 @@
-// The fused RNN op's parameters and input/output positions, shared by the CPU kernels
-// (ops/rnn.cc) and the CUDA kernels (ops/cuda/rnn.cc).
+// The fused RNN op's parameters and input/output positions, shared by its definition
+// (ops/defs/rnn.cc), the CPU kernels (ops/cpu/rnn.cc) and the CUDA kernels (ops/cuda/rnn.cc), and
+// the sizes and options the definition and the CPU kernels both derive from the parameters.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
+#include "base/shape.h"
+#include "ops/defs/rnn_packing.h"
 #include "ops/op.h"
 #include "ops/params.h"
-#include "ops/rnn_cell.h"
 
 namespace weft::detail {
 
@@ -126,5 +128,35 @@ inline RnnBackwardInputs backward_inputs(const RnnParam& p) {
   }
   return r;
 }
+
+namespace rnn {
+
+/// Throws NotImplemented when the op asks for a projection (LSTMP), which no kernel implements.
+inline void check_implemented(const OpAttrs& attrs) {
+  WEFT_CHECK_AS(NotImplemented, !attrs.params<RnnParam>().projection_size.has_value())
+      << attrs.where()
+      << ": projection_size (LSTMP) is not implemented (MXNet supports it only with cuDNN)";
+}
+
+/// The sizes of an application from its input views.
+inline RnnDims dims_of(const RnnParam& p, const Shape& data) {
+  RnnDims d;
+  d.mode = p.mode;
+  d.T = data[0], d.N = data[1], d.I = data[2];
+  d.H = p.state_size, d.L = p.num_layers, d.D = p.dirs();
+  return d;
+}
+
+inline RnnOptions options_of(const RnnParam& p, int threads) {
+  RnnOptions o;
+  o.clip = p.lstm() && p.lstm_state_clip_min.has_value();
+  o.clip_min = p.lstm_state_clip_min.value_or(0);
+  o.clip_max = p.lstm_state_clip_max.value_or(0);
+  o.clip_nan = p.lstm_state_clip_nan;
+  o.threads = threads;
+  return o;
+}
+
+}  // namespace rnn
 
 }  // namespace weft::detail
