@@ -5,6 +5,9 @@
 
 namespace weft::cpu {
 
-void register_nn_norm_kernels(OpRegistry& r) { register_batch_norm_kernels(r); }
+void register_nn_norm_kernels(OpRegistry& r) {
+  register_batch_norm_kernels(r);
+  register_layer_norm_kernels(r);
+}
 
 }  // namespace weft::cpu

@@ -1,5 +1,6 @@
-// Param structs of BatchNorm, LayerNorm, SoftmaxOutput and the regression heads, shared by
-// their CPU kernels (ops/batch_norm.cc, ops/layer_norm.cc, ops/nn_norm.cc) and the CUDA ones.
+// Param structs of BatchNorm, LayerNorm, LRN, SoftmaxOutput and the regression heads, shared by
+// their definitions (ops/defs/batch_norm.cc, layer_norm.cc, nn_norm.cc), their CPU kernels (the
+// files of the same names in ops/cpu/) and the CUDA ones.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +71,22 @@ struct LayerNormParam {
     s.field("output_mean_var", &LayerNormParam::output_mean_var)
         .set_default(false)
         .describe("make mean, std visible");
+  }
+};
+
+struct LRNParam {
+  double alpha = 1e-4;
+  double beta = 0.75;
+  double knorm = 2;
+  int64_t nsize = 1;
+  static void declare(ParamSchema<LRNParam>& s) {
+    s.field("alpha", &LRNParam::alpha).set_default(1e-4).describe("variance scaling");
+    s.field("beta", &LRNParam::beta).set_default(0.75).describe("power");
+    s.field("knorm", &LRNParam::knorm).set_default(2.0).describe("additive constant k");
+    s.field("nsize", &LRNParam::nsize).lower_bound(1).describe("channels in the window (odd)");
+    s.check([](LRNParam& p) {
+      WEFT_CHECK(p.nsize % 2 == 1) << "LRN nsize must be odd, got " << p.nsize;
+    });
   }
 };
 
