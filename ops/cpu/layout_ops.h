@@ -7,10 +7,11 @@
 
 namespace weft::detail {
 
-/// Registers `_layout_reorder` and gives elemwise_add, broadcast_add and broadcast_mul their
-/// layout support (both operands in one layout; broadcast_mul and broadcast_add also a plain
-/// per-channel right operand). Called by register_elemwise_ops after the binary ops exist.
-void register_layout_ops(OpRegistry& r);
+/// Adds the CPU kernel of `_layout_reorder` (defined in ops/defs/layout_ops.cc) and gives
+/// elemwise_add, broadcast_add and broadcast_mul their layout support (both operands in one
+/// layout; broadcast_mul and broadcast_add also a plain per-channel right operand). Called by
+/// cpu::register_elemwise_kernels after the binary ops' plain kernels exist.
+void register_layout_kernels(OpRegistry& r);
 
 /// Concat along `axis` of inputs in any layouts (FInferLayout of Concat): float32 channel
 /// concatenation of 3- to 5-d inputs of which at least one is not plain; the output takes the

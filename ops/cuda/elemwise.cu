@@ -13,7 +13,7 @@ namespace {
 
 // ---- unary math ---------------------------------------------------------------------------------
 // Each functor has fwd(x) and grad(v), v being the forward output when kUsesOutput, else the
-// forward input (as the CPU functors in ops/elemwise_unary.cc). C is the computation type.
+// forward input (as the CPU functors in ops/cpu/elemwise_unary.cc). C is the computation type.
 
 struct ReluF {
   template <typename C>

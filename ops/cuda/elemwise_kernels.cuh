@@ -11,7 +11,7 @@
 
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernel_util.h"
-#include "ops/elemwise_kernels.h"
+#include "ops/defs/elemwise.h"
 
 namespace weft::cuda {
 
@@ -175,7 +175,7 @@ void map3(const OpContext& ctx, const char* name, int64_t n, const IT* a, const 
 
 // ---- broadcasting -------------------------------------------------------------------------------
 
-/// The broadcast walk of ops/elemwise_kernels.h (merged dims, per-operand strides, 0 on broadcast
+/// The broadcast walk of ops/defs/elemwise.h (merged dims, per-operand strides, 0 on broadcast
 /// dims) in a form passed to kernels by value.
 struct BcastGeom {
   static constexpr int kMaxDims = 8;
@@ -438,7 +438,7 @@ struct IdentityF {
   }
 };
 
-/// ops/elemwise_kernels.h's safe_div: 0 for an integer zero divisor, no trap on INT_MIN / -1.
+/// ops/cpu/elemwise_kernels.h's safe_div: 0 for an integer zero divisor, no trap on INT_MIN / -1.
 template <typename C>
 __device__ __forceinline__ C safe_div(C a, C b) {
   if constexpr (std::is_integral_v<C>) {

@@ -1,5 +1,5 @@
 // CUDA kernels of the array-with-scalar ops (_plus_scalar, _rminus_scalar, _power_scalar,
-// _greater_scalar, ...) and their backward ops; semantics as ops/elemwise_scalar.cc.
+// _greater_scalar, ...) and their backward ops; semantics as ops/cpu/elemwise_scalar.cc.
 #include <string>
 
 #include "ops/cuda/elemwise_kernels.cuh"

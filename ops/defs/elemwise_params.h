@@ -1,5 +1,5 @@
-// Parameter structs of the elementwise ops (ops/elemwise.cc, ops/elemwise_scalar.cc), shared with
-// their CUDA kernels (ops/cuda/elemwise*.cu).
+// Parameter structs of the elementwise ops (ops/defs/elemwise.cc, ops/defs/elemwise_scalar.cc),
+// shared with their CPU and CUDA kernels (ops/cpu/elemwise*.cc, ops/cuda/elemwise*.cu).
 #pragma once
 
 #include <cstdint>

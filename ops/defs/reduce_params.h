@@ -1,4 +1,4 @@
-// Parameters of the reductions (ops/reduce.cc), shared with the CUDA kernels.
+// Parameters of the reductions (ops/defs/reduce.cc), shared with the CPU and CUDA kernels.
 #pragma once
 
 #include <optional>

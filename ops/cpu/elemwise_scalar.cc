@@ -1,9 +1,9 @@
-// Array-with-scalar ops (_plus_scalar, _rminus_scalar, _power_scalar, _greater_scalar, ...) and
-// their backward ops.
+// CPU kernels of the array-with-scalar ops (_plus_scalar, _rminus_scalar, _power_scalar,
+// _greater_scalar, ...) and their backward ops (definitions in ops/defs/elemwise_scalar.cc).
 #include <string>
 
+#include "ops/cpu/elemwise_kernels.h"
 #include "ops/defs/elemwise_params.h"
-#include "ops/elemwise_kernels.h"
 
 namespace weft::detail {
 namespace {
@@ -107,7 +107,8 @@ struct LeS {
 };
 
 // Backward functors: derivative factor d(x op s)/dx from (v, s), v being the forward input or
-// output per kUsesOutput.
+// output per kUsesOutput (the definitions in ops/defs/elemwise_scalar.cc give the backward op
+// that input).
 struct RDivSG {  // d(s/x)/dx = -s/x^2
   static constexpr bool kUsesOutput = false;
   template <typename T>
@@ -179,83 +180,37 @@ void scalar_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
   });
 }
 
-std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
-
 template <typename F>
-Op& reg_scalar(OpRegistry& r, const std::string& name, const std::string& desc) {
-  return r.register_op(name)
-      .describe(desc)
-      .set_params<ScalarParam>()
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInplaceOption>(inplace_first)
-      .set_attr<FCompute>(DeviceType::kCPU, scalar_compute<F>);
+Op& reg_scalar_kernel(OpRegistry& r, const std::string& name) {
+  return r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, scalar_compute<F>);
 }
 
 template <typename G>
-void reg_scalar_backward(OpRegistry& r, Op& forward) {
-  const std::string bwd = "_backward" + forward.name();
-  forward.set_attr<FGradient>([bwd](GradBuilder& b) {
-    GradEntry v = G::kUsesOutput ? b.output(0) : b.input(0);
-    return std::vector<GradEntry>{b.emit_with_forward_attrs(bwd, {b.out_grad(0), v}).at(0)};
-  });
-  const std::string value_name = G::kUsesOutput ? "output" : "data";
-  r.register_op(bwd)
-      .describe("Gradient of " + forward.name() + ": ograd times the derivative.")
-      .set_params<ScalarParam>()
-      .set_input_names({"ograd", value_name})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInplaceOption>(inplace_first)
+void reg_scalar_backward_kernel(OpRegistry& r, Op& forward) {
+  r.register_op("_backward" + forward.name())
       .set_attr<FCompute>(DeviceType::kCPU, scalar_backward_compute<G>);
-}
-
-// Gradient: the same op applied to the head gradient (linear ops), with the forward's params.
-void grad_by(Op& op, std::string grad_op, bool forward_attrs) {
-  op.set_attr<FGradient>([grad_op, forward_attrs](GradBuilder& b) {
-    GradEntry g = forward_attrs ? b.emit_with_forward_attrs(grad_op, {b.out_grad(0)}).at(0)
-                                : b.emit1(grad_op, {b.out_grad(0)});
-    return std::vector<GradEntry>{g};
-  });
 }
 
 }  // namespace
 
-void register_elemwise_scalar_ops(OpRegistry& r) {
-  grad_by(reg_scalar<PlusS>(r, "_plus_scalar", "x + scalar."), "_copy", false);
-  grad_by(reg_scalar<MinusS>(r, "_minus_scalar", "x - scalar."), "_copy", false);
-  grad_by(reg_scalar<RMinusS>(r, "_rminus_scalar", "scalar - x."), "negative", false);
-  grad_by(reg_scalar<MulS>(r, "_mul_scalar", "x * scalar."), "_mul_scalar", true);
-  grad_by(reg_scalar<DivS>(r, "_div_scalar", "x / scalar."), "_div_scalar", true);
-  reg_scalar_backward<RDivSG>(r, reg_scalar<RDivS>(r, "_rdiv_scalar", "scalar / x."));
-  reg_scalar_backward<PowSG>(r, reg_scalar<PowS>(r, "_power_scalar", "x ^ scalar."));
-  reg_scalar_backward<RPowSG>(r, reg_scalar<RPowS>(r, "_rpower_scalar", "scalar ^ x."));
-  reg_scalar_backward<MaxSG>(r, reg_scalar<MaxS>(r, "_maximum_scalar", "max(x, scalar)."));
-  reg_scalar_backward<MinSG>(r, reg_scalar<MinS>(r, "_minimum_scalar", "min(x, scalar)."));
+void register_elemwise_scalar_kernels(OpRegistry& r) {
+  reg_scalar_kernel<PlusS>(r, "_plus_scalar");
+  reg_scalar_kernel<MinusS>(r, "_minus_scalar");
+  reg_scalar_kernel<RMinusS>(r, "_rminus_scalar");
+  reg_scalar_kernel<MulS>(r, "_mul_scalar");
+  reg_scalar_kernel<DivS>(r, "_div_scalar");
+  reg_scalar_backward_kernel<RDivSG>(r, reg_scalar_kernel<RDivS>(r, "_rdiv_scalar"));
+  reg_scalar_backward_kernel<PowSG>(r, reg_scalar_kernel<PowS>(r, "_power_scalar"));
+  reg_scalar_backward_kernel<RPowSG>(r, reg_scalar_kernel<RPowS>(r, "_rpower_scalar"));
+  reg_scalar_backward_kernel<MaxSG>(r, reg_scalar_kernel<MaxS>(r, "_maximum_scalar"));
+  reg_scalar_backward_kernel<MinSG>(r, reg_scalar_kernel<MinS>(r, "_minimum_scalar"));
 
-  auto no_grad = [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; };
-  reg_scalar<EqS>(r, "_equal_scalar", "1 where x == scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-  reg_scalar<NeS>(r, "_not_equal_scalar", "1 where x != scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-  reg_scalar<GtS>(r, "_greater_scalar", "1 where x > scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-  reg_scalar<GeS>(r, "_greater_equal_scalar", "1 where x >= scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-  reg_scalar<LtS>(r, "_lesser_scalar", "1 where x < scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-  reg_scalar<LeS>(r, "_lesser_equal_scalar", "1 where x <= scalar, else 0 (input dtype).")
-      .set_attr<FGradient>(no_grad);
-
-  r.add_alias("_PlusScalar", "_plus_scalar");
-  r.add_alias("_MinusScalar", "_minus_scalar");
-  r.add_alias("_RMinusScalar", "_rminus_scalar");
-  r.add_alias("_MulScalar", "_mul_scalar");
-  r.add_alias("_DivScalar", "_div_scalar");
-  r.add_alias("_RDivScalar", "_rdiv_scalar");
-  r.add_alias("_PowerScalar", "_power_scalar");
-  r.add_alias("_RPowerScalar", "_rpower_scalar");
-  r.add_alias("_MaximumScalar", "_maximum_scalar");
-  r.add_alias("_MinimumScalar", "_minimum_scalar");
+  reg_scalar_kernel<EqS>(r, "_equal_scalar");
+  reg_scalar_kernel<NeS>(r, "_not_equal_scalar");
+  reg_scalar_kernel<GtS>(r, "_greater_scalar");
+  reg_scalar_kernel<GeS>(r, "_greater_equal_scalar");
+  reg_scalar_kernel<LtS>(r, "_lesser_scalar");
+  reg_scalar_kernel<LeS>(r, "_lesser_equal_scalar");
 }
 
 }  // namespace weft::detail

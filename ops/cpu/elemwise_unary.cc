@@ -1,14 +1,16 @@
-// Unary elementwise math ops (relu, sigmoid, tanh, exp, log, sqrt, square, abs, negative,
-// reciprocal, sin, cos) and their backward ops.
+// CPU kernels of the unary elementwise math ops (relu, sigmoid, tanh, exp, log, sqrt, square, abs,
+// negative, reciprocal, sin, cos) and their backward ops (definitions in
+// ops/defs/elemwise_unary.cc).
 #include <string>
 
-#include "ops/elemwise_kernels.h"
+#include "ops/cpu/elemwise_kernels.h"
 
 namespace weft::detail {
 namespace {
 
 // Each functor has fwd(x) and grad(v): the derivative expressed in terms of the value the
-// backward op receives (the forward input, or the output when kUsesOutput).
+// backward op receives (the forward input, or the output when kUsesOutput; the definitions in
+// ops/defs/elemwise_unary.cc give the backward op that input).
 struct ReluF {
   static constexpr bool kUsesOutput = true;
   template <typename T>
@@ -170,28 +172,10 @@ void unary_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
   }
 }
 
-std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
-
 template <typename F, bool kFloatOnly>
-void reg_unary(OpRegistry& r, const std::string& name, const std::string& desc) {
-  const std::string bwd = "_backward_" + name;
-  r.register_op(name)
-      .describe(desc)
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInplaceOption>(inplace_first)
-      .set_attr<FGradient>([bwd](GradBuilder& b) {
-        GradEntry v = F::kUsesOutput ? b.output(0) : b.input(0);
-        return std::vector<GradEntry>{b.emit1(bwd, {b.out_grad(0), v})};
-      });
+void reg_unary_kernels(OpRegistry& r, const std::string& name) {
   r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(unary_compute<F, kFloatOnly>));
-  const std::string value_name = F::kUsesOutput ? "output" : "data";
-  r.register_op(bwd)
-      .describe("Gradient of " + name + ": ograd times the derivative, from the forward " +
-                value_name + ".")
-      .set_input_names({"ograd", value_name})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInplaceOption>(inplace_first)
+  r.register_op("_backward_" + name)
       .set_attr<FCompute>(DeviceType::kCPU, FCompute(unary_backward_compute<F, kFloatOnly>));
 }
 
@@ -204,28 +188,20 @@ void negative_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<cons
 
 }  // namespace
 
-void register_elemwise_unary_ops(OpRegistry& r) {
-  reg_unary<ReluF, false>(r, "relu", "Rectified linear unit: max(x, 0).");
-  reg_unary<SigmoidF, true>(r, "sigmoid", "Logistic sigmoid: 1 / (1 + exp(-x)).");
-  reg_unary<TanhF, true>(r, "tanh", "Hyperbolic tangent.");
-  reg_unary<ExpF, true>(r, "exp", "Exponential e^x.");
-  reg_unary<LogF, true>(r, "log", "Natural logarithm.");
-  reg_unary<SqrtF, true>(r, "sqrt", "Square root.");
-  reg_unary<SquareF, false>(r, "square", "Square x^2.");
-  reg_unary<AbsF, false>(r, "abs", "Absolute value.");
-  reg_unary<ReciprocalF, true>(r, "reciprocal", "Reciprocal 1/x.");
-  reg_unary<SinF, true>(r, "sin", "Sine (radians).");
-  reg_unary<CosF, true>(r, "cos", "Cosine (radians).");
+void register_elemwise_unary_kernels(OpRegistry& r) {
+  reg_unary_kernels<ReluF, false>(r, "relu");
+  reg_unary_kernels<SigmoidF, true>(r, "sigmoid");
+  reg_unary_kernels<TanhF, true>(r, "tanh");
+  reg_unary_kernels<ExpF, true>(r, "exp");
+  reg_unary_kernels<LogF, true>(r, "log");
+  reg_unary_kernels<SqrtF, true>(r, "sqrt");
+  reg_unary_kernels<SquareF, false>(r, "square");
+  reg_unary_kernels<AbsF, false>(r, "abs");
+  reg_unary_kernels<ReciprocalF, true>(r, "reciprocal");
+  reg_unary_kernels<SinF, true>(r, "sin");
+  reg_unary_kernels<CosF, true>(r, "cos");
 
-  r.register_op("negative")
-      .describe("Numerical negative: -x.")
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FInplaceOption>(inplace_first)
-      .set_attr<FCompute>(DeviceType::kCPU, negative_compute)
-      .set_attr<FGradient>([](GradBuilder& b) {
-        return std::vector<GradEntry>{b.emit1("negative", {b.out_grad(0)})};
-      });
+  r.register_op("negative").set_attr<FCompute>(DeviceType::kCPU, negative_compute);
 }
 
 }  // namespace weft::detail

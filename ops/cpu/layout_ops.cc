@@ -1,4 +1,5 @@
-// Kernels on oneDNN layouts for ops whose plain kernels live elsewhere (see layout_ops.h).
+// Kernels on oneDNN layouts for ops whose plain kernels live elsewhere (see layout_ops.h); the
+// definition of `_layout_reorder` is in ops/defs/layout_ops.cc.
 #include "ops/cpu/layout_ops.h"
 
 #include <cstring>
@@ -209,15 +210,8 @@ void concat_layout_forward(int, const OpContext&, std::span<const TensorView>,
 
 #endif  // WEFT_USE_ONEDNN
 
-void register_layout_ops(OpRegistry& r) {
-  r.register_op("_layout_reorder")
-      .describe(
-          "Copies a tensor from its producer's memory layout into the layout its consumers read "
-          "(inserted by the executor's layout propagation; the layouts travel in the kernel's "
-          "context, the hidden attribute __layout__ names the target for listings).")
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(infer_same_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, reorder_forward);
+void register_layout_kernels(OpRegistry& r) {
+  r.register_op("_layout_reorder").set_attr<FCompute>(DeviceType::kCPU, reorder_forward);
 #if WEFT_USE_ONEDNN
   add_binary_layout_support(r, "elemwise_add", dnnl::algorithm::binary_add, false);
   add_binary_layout_support(r, "broadcast_add", dnnl::algorithm::binary_add, true);

@@ -1,84 +1,17 @@
-// Reductions over axes: sum, mean, max, min (axis / keepdims / exclude, MXNet's shape rules),
-// argmax and argmin, and the backward ops of the differentiable ones.
+// CPU kernels of the reductions over axes: sum, mean, max, min, argmax and argmin, and the backward
+// ops of the differentiable ones (definitions in ops/defs/reduce.cc).
 #include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
 
-#include "ops/builtin_ops.h"
+#include "ops/cpu/elemwise_kernels.h"
+#include "ops/cpu/register.h"
 #include "ops/defs/reduce_params.h"
-#include "ops/elemwise_kernels.h"
+#include "ops/defs/reduce_shape.h"
 
 namespace weft::detail {
 namespace {
-
-// ---- parameters and shapes --------------------------------------------------------------------
-
-/// Per input dim: whether it is reduced. Throws ValueError for an axis out of range or repeated.
-std::vector<char> reduced_mask(const OpAttrs& attrs, const ReduceAxesParam& p, int ndim) {
-  if (!p.axis || p.axis->ndim() <= 0) return std::vector<char>(static_cast<size_t>(ndim), 1);
-  std::vector<char> listed(static_cast<size_t>(ndim), 0);
-  for (int64_t a : *p.axis) {
-    WEFT_CHECK(a >= -ndim && a < ndim) << attrs.where() << ": reduction axis " << a
-                                       << " is out of range for a " << ndim << "-d input";
-    const int d = static_cast<int>(a < 0 ? a + ndim : a);
-    WEFT_CHECK(!listed[d]) << attrs.where()
-                           << ": reduction axes have duplicates: " << p.axis->to_string();
-    listed[d] = 1;
-  }
-  if (p.exclude) {
-    for (auto& m : listed) m = !m;
-  }
-  return listed;
-}
-
-/// The output shape with every dim kept (reduced ones 1): the layout the kernels index with.
-Shape keepdims_shape(const Shape& in, const std::vector<char>& mask) {
-  Shape s = in;
-  for (int d = 0; d < in.ndim(); ++d)
-    if (mask[d]) s[d] = 1;
-  return s;
-}
-
-/// MXNet's output shape: reduced dims dropped (or 1 with keepdims); (1,) when nothing is left.
-Shape reduced_shape(const Shape& in, const std::vector<char>& mask, bool keepdims) {
-  if (keepdims) return keepdims_shape(in, mask);
-  Shape s = Shape::filled(0, 0);
-  for (int d = 0; d < in.ndim(); ++d)
-    if (!mask[d]) s.push_back(in[d]);
-  if (s.ndim() == 0) s.push_back(1);
-  return s;
-}
-
-bool reduce_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
-  const auto& p = attrs.params<ReduceAxesParam>();
-  if (!in[0].rank_known()) {
-    // With keepdims the input has the output's rank and its kept dims.
-    if (p.keepdims && out[0].rank_known()) {
-      const auto mask = reduced_mask(attrs, p, out[0].ndim());
-      Shape s = out[0];
-      for (int d = 0; d < s.ndim(); ++d)
-        if (mask[d]) s[d] = -1;
-      assign_input_shape(attrs, in, 0, s);
-    }
-    return false;
-  }
-  const auto mask = reduced_mask(attrs, p, in[0].ndim());
-  assign_output_shape(attrs, out, 0, reduced_shape(in[0], mask, p.keepdims));
-  // Backward: kept input dims come from the output.
-  Shape s = in[0];
-  int k = 0;
-  for (int d = 0; d < s.ndim(); ++d) {
-    if (mask[d]) {
-      if (p.keepdims) ++k;
-      continue;
-    }
-    if (s[d] < 0) s[d] = out[0][k];
-    ++k;
-  }
-  assign_input_shape(attrs, in, 0, s);
-  return in[0].known() && out[0].known();
-}
 
 // ---- reduction kernels ------------------------------------------------------------------------
 
@@ -210,13 +143,6 @@ void reduce_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
   });
 }
 
-std::vector<ResourceRequest> reduce_workspace(const OpAttrs&, const std::vector<Shape>&,
-                                              const std::vector<Shape>& out) {
-  // Room for the result in any supported type, used when the output is accumulated (kAdd).
-  return {{ResourceRequest::Kind::kWorkspace,
-           static_cast<size_t>(std::max<int64_t>(out[0].size(), 1)) * 8}};
-}
-
 // ---- backward ---------------------------------------------------------------------------------
 
 // (ograd, data[, out]) -> grad shaped like data. kind 0: sum, 1: mean, 2: max/min (ograd where
@@ -269,72 +195,14 @@ void reduce_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<c
   });
 }
 
-bool reduce_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
-                                 std::vector<Shape>& out) {
-  assign_output_shape(attrs, out, 0, in[1]);
-  assign_input_shape(attrs, in, 1, out[0]);
-  if (in[1].rank_known()) {
-    const auto& p = attrs.params<ReduceAxesParam>();
-    const Shape r = reduced_shape(in[1], reduced_mask(attrs, p, in[1].ndim()), p.keepdims);
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (i == 1) continue;
-      assign_input_shape(attrs, in, static_cast<int>(i), r);
-    }
-  }
-  return all_known(in) && all_known(out);
-}
-
 template <typename R, bool kMean, int kKind>
-void reg_reduce(OpRegistry& r, const std::string& name, const std::string& desc) {
-  const std::string bwd = "_backward_" + name;
-  r.register_op(name)
-      .describe(desc)
-      .set_params<ReduceAxesParam>()
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(reduce_infer_shape)
-      .set_attr<FResourceRequest>(reduce_workspace)
-      .set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_compute<R, kMean>))
-      .set_attr<FGradient>([bwd](GradBuilder& b) {
-        std::vector<GradEntry> args{b.out_grad(0), b.input(0)};
-        if (kKind == 2) args.push_back(b.output(0));
-        return std::vector<GradEntry>{b.emit_with_forward_attrs(bwd, args).at(0)};
-      });
-  std::vector<std::string> names{"ograd", "data"};
-  if (kKind == 2) names.push_back("output");
-  r.register_op(bwd)
-      .describe("Gradient of " + name + ": the head gradient broadcast back to the input's shape" +
-                (kKind == 2 ? ", at the positions that equal the reduced value." : "."))
-      .set_params<ReduceAxesParam>()
-      .set_input_names(names)
-      .set_attr<FInferShape>(reduce_backward_infer_shape)
+void reg_reduce_kernels(OpRegistry& r, const std::string& name) {
+  r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_compute<R, kMean>));
+  r.register_op("_backward_" + name)
       .set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_backward_compute<kKind>));
 }
 
 // ---- argmax / argmin --------------------------------------------------------------------------
-
-bool arg_reduce_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].rank_known()) return false;
-  const auto& p = attrs.params<ArgReduceParam>();
-  const int nd = in[0].ndim();
-  Shape o;
-  if (!p.axis || nd == 1) {
-    o = p.keepdims ? Shape::filled(nd, 1) : Shape{1};
-  } else {
-    WEFT_CHECK(*p.axis >= -nd && *p.axis < nd)
-        << attrs.where() << ": axis " << *p.axis << " is out of range for a " << nd << "-d input";
-    const int axis = normalize_axis(attrs, *p.axis, nd);
-    o = Shape::filled(0, 0);
-    for (int d = 0; d < nd; ++d) {
-      if (d != axis) {
-        o.push_back(in[0][d]);
-      } else if (p.keepdims) {
-        o.push_back(1);
-      }
-    }
-  }
-  assign_output_shape(attrs, out, 0, o);
-  return in[0].known();
-}
 
 template <bool kMax>
 void arg_reduce_compute(const OpAttrs& attrs, const OpContext&, std::span<const TensorView> in,
@@ -378,34 +246,18 @@ void arg_reduce_compute(const OpAttrs& attrs, const OpContext&, std::span<const 
 
 }  // namespace
 
-void register_reduce_ops(OpRegistry& r) {
-  reg_reduce<SumR, false, 0>(r, "sum", "Sum over the given axes (all by default).");
-  reg_reduce<SumR, true, 1>(r, "mean", "Mean over the given axes (all by default).");
-  reg_reduce<MaxR, false, 2>(r, "max", "Maximum over the given axes (all by default).");
-  reg_reduce<MinR, false, 2>(r, "min", "Minimum over the given axes (all by default).");
-  r.add_alias("sum_axis", "sum");
-  r.add_alias("max_axis", "max");
-  r.add_alias("min_axis", "min");
+}  // namespace weft::detail
 
-  auto no_grad = [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; };
-  r.register_op("argmax")
-      .describe(
-          "Index of the maximum along an axis (of the flattened array when axis is None), in the "
-          "input's dtype.")
-      .set_params<ArgReduceParam>()
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(arg_reduce_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<true>)
-      .set_attr<FGradient>(no_grad);
-  r.register_op("argmin")
-      .describe(
-          "Index of the minimum along an axis (of the flattened array when axis is None), in the "
-          "input's dtype.")
-      .set_params<ArgReduceParam>()
-      .set_input_names({"data"})
-      .set_attr<FInferShape>(arg_reduce_infer_shape)
-      .set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<false>)
-      .set_attr<FGradient>(no_grad);
+namespace weft::cpu {
+
+void register_reduce_kernels(OpRegistry& r) {
+  using namespace detail;
+  reg_reduce_kernels<SumR, false, 0>(r, "sum");
+  reg_reduce_kernels<SumR, true, 1>(r, "mean");
+  reg_reduce_kernels<MaxR, false, 2>(r, "max");
+  reg_reduce_kernels<MinR, false, 2>(r, "min");
+  r.register_op("argmax").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<true>);
+  r.register_op("argmin").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<false>);
 }
 
-}  // namespace weft::detail
+}  // namespace weft::cpu
