@@ -29,7 +29,7 @@ void SGD::step(const std::string& name, NDArray& weight, const NDArray& grad) {
       << "SGD: gradient of '" << name << "' has shape " << grad.shape() << ", the parameter has "
       << weight.shape();
   InvokeOptions out;
-  out.outputs = {weight};  // in place (Note [Optimizer updates in place] in ops/optimizer.cc)
+  out.outputs = {weight};  // in place (Note [Optimizer updates in place] in ops/defs/optimizer.cc)
   if (options_.momentum == 0) {
     invoke(attrs(), {weight, grad}, std::move(out));
     return;

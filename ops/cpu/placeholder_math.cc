@@ -4,7 +4,6 @@
 
 namespace weft::cpu {
 
-void register_optimizer_kernels(OpRegistry&) {}
 void register_pick_kernels(OpRegistry&) {}
 
 }  // namespace weft::cpu

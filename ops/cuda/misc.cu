@@ -1,6 +1,6 @@
 // CUDA kernels: the misc family (see ops/cuda/register.h). This file: the optimizer updates
 // (sgd_update, sgd_mom_update, adam_update, adamw_update); misc_ctc.cu: _contrib_CTCLoss;
-// misc_upsampling.cu: UpSampling. Semantics: ops/optimizer.cc.
+// misc_upsampling.cu: UpSampling. Semantics: ops/cpu/optimizer.cc.
 //
 // Note [CUDA optimizer updates]
 // Each element is updated in double, like the CPU kernel, with the state (momentum, mean, var)

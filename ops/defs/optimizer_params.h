@@ -1,5 +1,5 @@
-// Param structs of the optimizer updates, shared by the CPU kernels (ops/optimizer.cc) and the
-// CUDA ones.
+// Param structs of the optimizer updates (ops/defs/optimizer.cc), shared by the CPU kernels
+// (ops/cpu/optimizer.cc) and the CUDA ones.
 #pragma once
 
 #include "ops/params.h"
