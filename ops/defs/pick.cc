@@ -1,17 +1,13 @@
 // pick (one element per position along an axis, chosen by an index array; the gather behind
-// cross-entropy losses) with its backward op, and one_hot. MXNet semantics: indices are read as
-// numbers of any type and truncated toward zero.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
+// cross-entropy losses) with its backward op, and one_hot (definitions; CPU kernels in
+// ops/cpu/pick.cc).
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "ops/builtin_ops.h"
-#include "ops/cpu/strided_copy.h"
 #include "ops/defs/indexing_params.h"
+#include "ops/defs/pick_shape.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 
@@ -19,50 +15,7 @@ namespace weft::detail {
 
 namespace {
 
-// An index value truncated toward zero; NaN and values beyond +-2^62 are mapped to `bad` so that
-// the float-to-integer conversion is always defined.
-template <typename I>
-int64_t truncate_index(I v, int64_t bad) {
-  if constexpr (std::is_integral_v<I>) {
-    return static_cast<int64_t>(v);
-  } else {
-    const double d = static_cast<double>(v);
-    if (!(std::fabs(d) < 4.6e18)) return bad;
-    return static_cast<int64_t>(d);
-  }
-}
-
 // ---- pick --------------------------------------------------------------------------------------
-
-// Data viewed as (outer, dim, inner); index and output as (outer, inner).
-struct PickSplit {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
-
-// The picked axis in [0, ndim), or -1 when the whole array is flattened (axis None). MXNet's
-// rule (ReduceAxisShapeImpl): a 1-d input is treated like the flattened case.
-int pick_axis(const OpAttrs& attrs, int ndim) {
-  const auto& p = attrs.params<PickParam>();
-  if (!p.axis) return -1;
-  if (*p.axis < -ndim || *p.axis >= ndim) {
-    WEFT_THROW(ValueError) << attrs.where() << ": axis " << *p.axis << " is out of range for "
-                           << ndim << "-d data";
-  }
-  return normalize_axis(attrs, *p.axis, ndim);
-}
-
-PickSplit pick_split(const OpAttrs& attrs, const TensorView& data) {
-  PickSplit s;
-  const int axis = pick_axis(attrs, data.ndim);
-  if (axis < 0) {
-    s.dim = data.size();
-    return s;
-  }
-  for (int d = 0; d < axis; ++d) s.outer *= data.shape[d];
-  s.dim = data.shape[axis];
-  for (int d = axis + 1; d < data.ndim; ++d) s.inner *= data.shape[d];
-  return s;
-}
 
 // The output (= index) shape for `data`; unknown data dims stay unknown.
 Shape pick_out_shape(const OpAttrs& attrs, const Shape& data) {
@@ -133,59 +86,8 @@ bool pick_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<D
   return in[0] != DType::kUnknown;
 }
 
-// The position along the axis for each (outer, inner) entry, in [0, dim).
-std::vector<int64_t> pick_positions(const TensorView& index, int64_t dim, PickMode mode) {
-  std::vector<int64_t> pos(static_cast<size_t>(index.size()));
-  WEFT_DTYPE_SWITCH(index.dtype(), I, "pick index", {
-    const I* idx = index.ptr<I>();
-    for (size_t k = 0; k < pos.size(); ++k) {
-      int64_t j = truncate_index(idx[k], 0);
-      if (mode == PickMode::kClip) {
-        j = std::min(std::max<int64_t>(j, 0), dim - 1);
-      } else {
-        j %= dim;
-        if (j < 0) j += dim;
-      }
-      pos[k] = j;
-    }
-  });
-  return pos;
-}
-
-// Runs body(o) for each outer row, in parallel.
-template <typename F>
-void for_outer(const OpContext& ctx, const PickSplit& s, const F& body) {
-  parallel_for(s.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(s.inner, 1)),
-               ctx.num_threads, [&](int64_t b, int64_t e) {
-                 for (int64_t o = b; o < e; ++o) body(o);
-               });
-}
-
-template <typename T>
-void pick_gather(const OpContext& ctx, const PickSplit& s, const std::vector<int64_t>& pos,
-                 const T* x, OpReq req, T* y) {
-  const bool add = req == OpReq::kAdd;
-  for_outer(ctx, s, [&](int64_t o) {
-    for (int64_t i = 0; i < s.inner; ++i) {
-      const int64_t k = o * s.inner + i;
-      const T v = x[(o * s.dim + pos[k]) * s.inner + i];
-      y[k] = add ? static_cast<T>(y[k] + v) : v;
-    }
-  });
-}
-
-void pick_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull || out[0].size() == 0) return;
-  const PickSplit s = pick_split(attrs, in[0]);
-  const auto pos = pick_positions(in[1], s.dim, attrs.params<PickParam>().mode);
-  WEFT_DTYPE_SWITCH(out[0].dtype(), T, attrs.where(),
-                    pick_gather<T>(ctx, s, pos, in[0].ptr<T>(), req[0], out[0].ptr<T>()));
-}
-
-// _backward_pick: inputs (out_grad, data, index), output the data gradient: zeros except the
-// picked positions, which receive the output gradient. Each (outer, inner) entry owns its own
-// column of the data, so no two entries write one element.
+// _backward_pick: inputs (out_grad, data, index), output the data gradient (zeros except the
+// picked positions).
 bool pick_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                                std::vector<Shape>& out) {
   assign_input_shape(attrs, in, 1, out[0]);
@@ -206,29 +108,6 @@ bool pick_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in,
   assign_output_type(attrs, out, 0, t);
   if (in[2] == DType::kUnknown) in[2] = DType::kFloat32;
   return t != DType::kUnknown;
-}
-
-template <typename T>
-void pick_scatter(const OpContext& ctx, const PickSplit& s, const std::vector<int64_t>& pos,
-                  const T* og, T* gx) {
-  for_outer(ctx, s, [&](int64_t o) {
-    for (int64_t i = 0; i < s.inner; ++i) {
-      const int64_t k = o * s.inner + i;
-      T& dst = gx[(o * s.dim + pos[k]) * s.inner + i];
-      dst = static_cast<T>(dst + og[k]);
-    }
-  });
-}
-
-void pick_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  if (req[0] != OpReq::kAdd) shape_ops_zero(out[0].raw(), out[0].bytes(), ctx.num_threads);
-  if (in[0].size() == 0) return;
-  const PickSplit s = pick_split(attrs, in[1]);
-  const auto pos = pick_positions(in[2], s.dim, attrs.params<PickParam>().mode);
-  WEFT_FLOAT_SWITCH(out[0].dtype(), T, attrs.where(),
-                    pick_scatter<T>(ctx, s, pos, in[0].ptr<T>(), out[0].ptr<T>()));
 }
 
 // ---- one_hot -----------------------------------------------------------------------------------
@@ -254,37 +133,6 @@ bool one_hot_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vecto
   return true;
 }
 
-template <typename T>
-void one_hot_fill(const OneHotParam& p, const OpContext& ctx, const TensorView& indices, OpReq req,
-                  T* y) {
-  const int64_t n = indices.size(), depth = p.depth;
-  const T on = static_cast<T>(p.on_value), off = static_cast<T>(p.off_value);
-  const bool add = req == OpReq::kAdd;
-  WEFT_DTYPE_SWITCH(indices.dtype(), I, "one_hot indices", {
-    const I* idx = indices.ptr<I>();
-    parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(depth, 1)), ctx.num_threads,
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t i = b; i < e; ++i) {
-                     // Out of range (negative included): the whole row stays off (MXNet).
-                     const int64_t j = truncate_index(idx[i], -1);
-                     T* row = y + i * depth;
-                     for (int64_t c = 0; c < depth; ++c) {
-                       const T v = c == j ? on : off;
-                       row[c] = add ? static_cast<T>(row[c] + v) : v;
-                     }
-                   }
-                 });
-  });
-}
-
-void one_hot_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
-                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull || out[0].size() == 0) return;
-  const auto& p = attrs.params<OneHotParam>();
-  WEFT_DTYPE_SWITCH(out[0].dtype(), T, attrs.where(),
-                    one_hot_fill<T>(p, ctx, in[0], req[0], out[0].ptr<T>()));
-}
-
 }  // namespace
 
 void register_pick_ops(OpRegistry& r) {
@@ -300,7 +148,6 @@ void register_pick_ops(OpRegistry& r) {
       .set_input_names({"data", "index"})
       .set_attr<FInferShape>(pick_infer_shape)
       .set_attr<FInferType>(pick_infer_type)
-      .set_attr<FCompute>(DeviceType::kCPU, pick_forward)
       .set_attr<FGradient>([](GradBuilder& b) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_pick", {b.out_grad(0), b.input(0), b.input(1)})
@@ -314,8 +161,7 @@ void register_pick_ops(OpRegistry& r) {
       .set_params<PickParam>()
       .set_input_names({"out_grad", "data", "index"})
       .set_attr<FInferShape>(pick_backward_infer_shape)
-      .set_attr<FInferType>(pick_backward_infer_type)
-      .set_attr<FCompute>(DeviceType::kCPU, pick_backward);
+      .set_attr<FInferType>(pick_backward_infer_type);
 
   r.register_op("one_hot")
       .describe(
@@ -326,7 +172,6 @@ void register_pick_ops(OpRegistry& r) {
       .set_input_names({"indices"})
       .set_attr<FInferShape>(one_hot_infer_shape)
       .set_attr<FInferType>(one_hot_infer_type)
-      .set_attr<FCompute>(DeviceType::kCPU, one_hot_forward)
       .set_attr<FGradient>(
           [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; });
 }
