@@ -8,6 +8,7 @@ namespace weft::cpu {
 void register_nn_norm_kernels(OpRegistry& r) {
   register_batch_norm_kernels(r);
   register_layer_norm_kernels(r);
+  register_softmax_kernels(r);
 }
 
 }  // namespace weft::cpu

@@ -1,4 +1,5 @@
-// Parameters of the softmax family (ops/softmax.cc), shared with the CUDA kernels.
+// Parameters of the softmax family (definitions in ops/defs/softmax.cc, CPU kernels in
+// ops/cpu/softmax.cc), shared with the CUDA kernels.
 #pragma once
 
 #include <optional>
