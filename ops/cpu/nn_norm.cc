@@ -9,6 +9,7 @@ void register_nn_norm_kernels(OpRegistry& r) {
   register_batch_norm_kernels(r);
   register_layer_norm_kernels(r);
   register_softmax_kernels(r);
+  register_activation_kernels(r);
 }
 
 }  // namespace weft::cpu

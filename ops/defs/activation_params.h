@@ -1,5 +1,5 @@
-// Param structs of Activation and LeakyReLU, shared by the CPU kernels (ops/activation.cc) and
-// the CUDA ones (ops/cuda/cudnn_*.cc).
+// Param structs of Activation and LeakyReLU, shared by their definitions (ops/defs/activation.cc),
+// the CPU kernels (ops/cpu/activation.cc) and the CUDA ones (ops/cuda/cudnn_*.cc).
 #pragma once
 
 #include "base/error.h"
