@@ -10,6 +10,7 @@ void register_nn_norm_kernels(OpRegistry& r) {
   register_layer_norm_kernels(r);
   register_softmax_kernels(r);
   register_activation_kernels(r);
+  register_dropout_kernels(r);
 }
 
 }  // namespace weft::cpu

@@ -1,5 +1,5 @@
-// Param struct of Dropout, shared by the CPU kernels (ops/dropout.cc) and the CUDA ones
-// (ops/cuda/cudnn_*.cc).
+// Param struct of Dropout, shared by its definition (ops/defs/dropout.cc), the CPU kernels
+// (ops/cpu/dropout.cc) and the CUDA ones (ops/cuda/cudnn_*.cc).
 #pragma once
 
 #include <optional>
