@@ -11,6 +11,7 @@ void register_nn_norm_kernels(OpRegistry& r) {
   register_softmax_kernels(r);
   register_activation_kernels(r);
   register_dropout_kernels(r);
+  register_ctc_loss_kernels(r);
 }
 
 }  // namespace weft::cpu

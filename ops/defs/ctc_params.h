@@ -1,5 +1,9 @@
-// Param struct of _contrib_CTCLoss, shared by its CPU kernel (ops/ctc_loss.cc) and the CUDA one.
+// Param struct of _contrib_CTCLoss, shared by its definition (ops/defs/ctc_loss.cc), its CPU
+// kernel (ops/cpu/ctc_loss.cc) and the CUDA one; the CPU kernel's workspace size.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
 
 #include "ops/params.h"
 
@@ -27,5 +31,12 @@ struct CTCLossParam {
   }
   int num_inputs() const { return 2 + use_data_lengths + use_label_lengths; }
 };
+
+// The CPU kernel's workspace (FResourceRequest asks for it, the kernel checks it):
+// log-probabilities (T*N*A) and alpha, beta (N*T*S each), as doubles.
+inline size_t ctc_workspace_doubles(int64_t T, int64_t N, int64_t A, int64_t L) {
+  const int64_t S = 2 * L + 1;
+  return static_cast<size_t>(T * N * A + 2 * N * T * S);
+}
 
 }  // namespace weft::detail
