@@ -7,21 +7,31 @@ namespace detail {
 
 void register_builtin_ops(OpRegistry& r);
 
-void register_elemwise_ops(OpRegistry& r);  // ops/elemwise*.cc: arithmetic, unary, scalar, compare
-void register_reduce_ops(OpRegistry& r);    // ops/reduce.cc: sum, mean, max, min, argmax
-void register_shape_ops(OpRegistry& r);     // ops/shape_ops.cc: Reshape, Concat, slice, ...
-void register_nn_dnnl_ops(OpRegistry& r);   // ops/nn_conv.cc: Convolution, Pooling, FC, dot, ...
-void register_nn_norm_ops(OpRegistry& r);   // ops/nn_norm.cc: BatchNorm, softmax, Dropout, ...
-void register_rnn_ops(OpRegistry& r);       // ops/rnn.cc: the fused RNN
-void register_init_ops(OpRegistry& r);      // ops/init_ops.cc: zeros, ones, arange, random
-// ops/optimizer.cc: sgd_update, sgd_mom_update, adam_update, adamw_update
+// The device-neutral definitions (ops/defs/): names, params, inference, gradients. The kernels
+// come after them: ops/cpu/register.h, then (CUDA builds) register_cuda_kernels below.
+
+// ops/defs/elemwise*.cc: arithmetic, unary, scalar, compare
+void register_elemwise_ops(OpRegistry& r);
+// ops/defs/reduce.cc: sum, mean, max, min, argmax
+void register_reduce_ops(OpRegistry& r);
+// ops/defs/shape_ops.cc: Reshape, Concat, slice, ...
+void register_shape_ops(OpRegistry& r);
+// ops/defs/nn_conv.cc: Convolution, Pooling, FC, dot, ...
+void register_nn_dnnl_ops(OpRegistry& r);
+// ops/defs/nn_norm.cc: BatchNorm, softmax, Dropout, ...
+void register_nn_norm_ops(OpRegistry& r);
+// ops/defs/rnn.cc: the fused RNN
+void register_rnn_ops(OpRegistry& r);
+// ops/defs/init_ops.cc: zeros, ones, arange, random
+void register_init_ops(OpRegistry& r);
+// ops/defs/optimizer.cc: sgd_update, sgd_mom_update, adam_update, adamw_update
 void register_optimizer_ops(OpRegistry& r);
-// ops/pick.cc: pick, one_hot
+// ops/defs/pick.cc: pick, one_hot
 void register_pick_ops(OpRegistry& r);
-// ops/image.cc: _image_to_tensor, _image_normalize, _image_flip_*, _image_random_flip_*,
+// ops/defs/image.cc: _image_to_tensor, _image_normalize, _image_flip_*, _image_random_flip_*,
 // _image_crop (calls register_image_resize_op)
 void register_image_ops(OpRegistry& r);
-// ops/image_resize.cc: _image_resize
+// ops/defs/image_resize.cc: _image_resize
 void register_image_resize_op(OpRegistry& r);
 // ops/cuda/register.cc: a CUDA kernel for each op defined above (CUDA builds only)
 void register_cuda_kernels(OpRegistry& r);

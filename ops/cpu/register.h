@@ -14,7 +14,7 @@ void register_elemwise_kernels(OpRegistry& r);
 // sum, mean, max, min, argmax, argmin, norm and their backward ops (reduce.cc).
 void register_reduce_kernels(OpRegistry& r);
 // Reshape and friends, Concat, stack, slice, transpose, tile, indexing ops (shape*.cc,
-// indexing.cc).
+// indexing_ops.cc).
 void register_shape_kernels(OpRegistry& r);
 // Convolution, fused convolution, Deconvolution, Pooling, FullyConnected, dot, batch_dot.
 void register_nn_dnnl_kernels(OpRegistry& r);
