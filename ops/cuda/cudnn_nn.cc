@@ -214,8 +214,8 @@ void dropout_bwd(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
 }
 
 // ---- LRN ---------------------------------------------------------------------------------------
-// LRN's param struct is private to ops/layer_norm.cc; its four attributes are read from the dict
-// with the same defaults (the CPU side validated them when the attrs were made).
+// LRN's four attributes are read from the dict with the defaults of LRNParam
+// (ops/defs/norm_params.h; the definition validated them when the attrs were made).
 
 LrnArgs lrn_args(const OpAttrs& attrs, const TensorView& data) {
   LrnArgs a;

@@ -211,7 +211,7 @@ __global__ void act_backward_kernel(int t, const T* dy, const T* x, const T* y, 
 }
 
 // ---- LeakyReLU ---------------------------------------------------------------------------------
-// Computed in double like the CPU kernel (leaky_value / leaky_deriv in ops/activation.cc).
+// Computed in double like the CPU kernel (leaky_value / leaky_deriv in ops/cpu/activation.cc).
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluLambda = 1.0507009873554804934193349852946;
 constexpr double kSqrtHalf = 0.70710678118654752440;
@@ -351,7 +351,7 @@ __global__ void fill_kernel(T* y, int64_t n, double v) {
 }
 
 // ---- LRN ---------------------------------------------------------------------------------------
-// In double like the CPU kernel (ops/layer_norm.cc).
+// In double like the CPU kernel (ops/cpu/layer_norm.cc).
 
 template <typename T>
 __global__ void lrn_forward_kernel(LrnArgs a, const T* x, T* y, bool add_y, T* norm,

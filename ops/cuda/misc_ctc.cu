@@ -1,4 +1,4 @@
-// CUDA kernels of _contrib_CTCLoss and _backward_CTCLoss. Semantics: ops/ctc_loss.cc.
+// CUDA kernels of _contrib_CTCLoss and _backward_CTCLoss. Semantics: ops/cpu/ctc_loss.cc.
 //
 // Note [CUDA CTC loss]
 // One block per sequence runs the CPU's computation step for step, in double and log space: the

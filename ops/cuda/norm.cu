@@ -2,7 +2,7 @@
 // their backward ops; norm_loss.cu: SoftmaxOutput and the regression heads.
 //
 // Note [CUDA BatchNorm]
-// The semantics are the CPU kernel's (Note [BatchNorm statistics] in ops/batch_norm.cc): batch
+// The semantics are the CPU kernel's (Note [BatchNorm statistics] in ops/cpu/batch_norm.cc): batch
 // mean and *biased* variance in the outputs, the moving statistics updated in place during the
 // forward pass, fix_gamma meaning gamma = 1 and a zero gamma gradient. Statistics are reduced in
 // double (as the CPU does) by one block per channel with a two-pass mean/variance, which keeps

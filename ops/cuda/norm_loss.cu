@@ -1,5 +1,5 @@
 // CUDA kernels of the loss heads: SoftmaxOutput (alias Softmax) and the Linear/Logistic/MAE
-// regression outputs, with their backward ops. Semantics: ops/nn_norm.cc.
+// regression outputs, with their backward ops. Semantics: ops/cpu/nn_norm.cc.
 //
 // Note [CUDA SoftmaxOutput labels]
 // The CPU backward rejects labels outside [0, dim) (unless ignored) with an error. Labels live on
