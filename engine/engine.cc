@@ -132,51 +132,62 @@ void check_not_inside_operation(const char* what) {
   }
 }
 
-void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name,
-                 bool deleting) {
-  size_t total = reads.size() + writes.size();
-  WEFT_CHECK(total <= 1u << 20) << "operation '" << name << "' names " << total
-                                << " variables; at most 2^20 are supported";
-  op->reserve_slots(static_cast<uint32_t>(total));
+void build_slots_error(std::string_view name, const char* list, size_t index, VarHandle var) {
+  WEFT_THROW(ValueError) << "operation '" << (name.empty() ? "<unnamed>" : name) << "': " << list
+                         << "[" << index << "] is a "
+                         << (var ? "deleted variable (delete_var was called on this handle: "
+                                   "its generation "
+                                 : "null variable")
+                         << (var ? std::to_string(var.generation()) + " is gone)" : "");
+}
+
+uint32_t fill_slots(VarSlot* slots, OprBlock* op, VarList reads, VarList writes,
+                    std::string_view name, bool deleting) {
   uint32_t n = 0;
   // Null and stale handles (Note [Variable generations]) are refused before any variable is
   // touched.
   auto check = [&](VarHandle var, const char* list, size_t index) -> Var* {
     if (var && (deleting || is_live(var))) return var.get();
-    WEFT_THROW(ValueError) << "operation '" << (name.empty() ? "<unnamed>" : name) << "': " << list
-                           << "[" << index << "] is a "
-                           << (var ? "deleted variable (delete_var was called on this handle: "
-                                     "its generation "
-                                   : "null variable")
-                           << (var ? std::to_string(var.generation()) + " is gone)" : "");
+    build_slots_error(name, list, index, var);
+    return nullptr;
   };
+  const size_t total = reads.size() + writes.size();
   if (total <= 32) {
     // Small lists: quadratic scans beat hashing.
     for (size_t i = 0; i < writes.size(); ++i) {
       Var* var = check(writes[i], "writes", i);
       bool seen = false;
-      for (uint32_t k = 0; k < n; ++k) seen |= op->slots[k].var == var;
-      if (!seen) op->slots[n++] = VarSlot{var, op, nullptr, true};
+      for (uint32_t k = 0; k < n; ++k) seen |= slots[k].var == var;
+      if (!seen) slots[n++] = VarSlot{var, op, nullptr, true};
     }
     for (size_t i = 0; i < reads.size(); ++i) {
       Var* var = check(reads[i], "reads", i);
       bool seen = false;
-      for (uint32_t k = 0; k < n; ++k) seen |= op->slots[k].var == var;
-      if (!seen) op->slots[n++] = VarSlot{var, op, nullptr, false};
+      for (uint32_t k = 0; k < n; ++k) seen |= slots[k].var == var;
+      if (!seen) slots[n++] = VarSlot{var, op, nullptr, false};
     }
   } else {
     std::unordered_set<Var*> seen;
     seen.reserve(total * 2);
     for (size_t i = 0; i < writes.size(); ++i) {
       Var* var = check(writes[i], "writes", i);
-      if (seen.insert(var).second) op->slots[n++] = VarSlot{var, op, nullptr, true};
+      if (seen.insert(var).second) slots[n++] = VarSlot{var, op, nullptr, true};
     }
     for (size_t i = 0; i < reads.size(); ++i) {
       Var* var = check(reads[i], "reads", i);
-      if (seen.insert(var).second) op->slots[n++] = VarSlot{var, op, nullptr, false};
+      if (seen.insert(var).second) slots[n++] = VarSlot{var, op, nullptr, false};
     }
   }
-  op->num_slots = n;
+  return n;
+}
+
+void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name,
+                 bool deleting) {
+  size_t total = reads.size() + writes.size();
+  WEFT_CHECK(total <= 1u << 20) << "operation '" << name << "' names " << total
+                                << " variables; at most 2^20 are supported";
+  op->reserve_slots(static_cast<uint32_t>(total));
+  op->num_slots = fill_slots(op->slots, op, reads, writes, name, deleting);
 }
 
 VarHandle make_var_handle(Var* var) {

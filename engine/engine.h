@@ -280,6 +280,18 @@ class Engine {
   /// caller that the engine does not promise to detect.
   virtual void delete_var(VarHandle var, SyncFn on_deleted = nullptr) = 0;
 
+  /// Hands `var` on for new state without deleting it: when no operation runs or waits on it and
+  /// it carries no error, retires the handle (as delete_var does: using it afterwards is refused)
+  /// and returns a new handle to a variable in the state new_var gives (version 0, no error);
+  /// otherwise returns a null handle and changes nothing (call delete_var instead). What
+  /// delete_var and new_var would do together, without their work: the imperative runtime reuses
+  /// the variable and memory of an array that died idle this way. Thread-safe; a call racing
+  /// with a push of the same handle on another thread, unordered, is a bug in the caller.
+  virtual VarHandle renew_var(VarHandle var) {
+    static_cast<void>(var);
+    return nullptr;
+  }
+
   /// Pushes an asynchronous operation: `fn` runs once every dependency is satisfied and must
   /// call its CallbackOnComplete exactly once. Returns at once. Throws ValueError (and pushes
   /// nothing) for a null or deleted variable; NotImplemented for a device with no worker pool.
@@ -292,6 +304,20 @@ class Engine {
   virtual void push_sync(SyncFn fn, Device device, VarList reads, VarList writes,
                          FnProperty property = FnProperty::kNormal, int priority = 0,
                          std::string_view name = {}) = 0;
+
+  /// Runs `fn` on the calling thread now when the operation it stands for is ready: when no
+  /// operation runs or waits on any of its variables, so that push_sync with FnProperty::kAsync
+  /// would run it at once on this thread. Ordering, versions and errors are exactly those of that
+  /// push (Note [Ready at push] in engine/ready_at_push.cc), but nothing is queued: when some
+  /// variable is busy (or the engine has no such path) it returns false and leaves `fn`
+  /// untouched, and the caller pushes the operation instead. So `fn` may refer to the caller's
+  /// stack. Throws ValueError for a null or deleted variable. Thread-safe.
+  virtual bool run_if_ready(SyncFn& fn, Device device, VarList reads, VarList writes,
+                            std::string_view name = {}) {
+    static_cast<void>(fn), static_cast<void>(device), static_cast<void>(reads);
+    static_cast<void>(writes), static_cast<void>(name);
+    return false;
+  }
 
   /// Same as push_sync.
   void push(SyncFn fn, Device device, VarList reads, VarList writes,

@@ -71,6 +71,7 @@ class ObjectPool {
     }
     // Objects of another thread's cache are gathered into a short chain and handed back with one
     // CAS per kBatch objects, not one per object (each CAS moves the owner's cache line here).
+    // Note [Remote batches at thread exit].
     RemoteBatch& batch = tls_batch_;
     if (batch.owner != owner) {
       flush(batch);
@@ -79,7 +80,7 @@ class ObjectPool {
     slot->next = batch.first;
     if (batch.first == nullptr) batch.last = slot;
     batch.first = slot;
-    if (++batch.count >= kBatch) flush(batch);
+    if (++batch.count >= kBatch || (batch.count == 1 && !arm_batch_flusher())) flush(batch);
   }
 
  private:
@@ -135,13 +136,35 @@ class ObjectPool {
     std::vector<Slot*> chunks;
   };
 
+  // Note [Remote batches at thread exit]
+  // A thread's batch of remote frees must reach the owners when the thread exits, and frees made
+  // after that (by thread_local destructors that run later: a cache of arrays handing its
+  // variables back) must still reach them. So the batch itself is trivially destructible (its
+  // fields stay valid through the whole teardown), and a separate thread_local flusher, armed by
+  // the thread's first remote free, flushes it at exit and marks the thread as exiting; from then
+  // on every remote free is handed back at once. (A batch whose own destructor flushed it was
+  // flushed again by a later free to another owner: the destructor's reset of the fields is a
+  // dead store to an object whose lifetime ends, which the compiler may drop, and the second
+  // flush pushed the same chain twice, looping the owner's free list.)
   struct RemoteBatch {
     Cache* owner = nullptr;
     Slot* first = nullptr;
     Slot* last = nullptr;
     size_t count = 0;
-    ~RemoteBatch() { flush(*this); }  // at thread exit
   };
+  struct BatchFlusher {
+    ~BatchFlusher() {
+      tls_exiting_ = true;
+      flush(tls_batch_);
+    }
+  };
+  /// Arms the thread's exit flush; false once the thread is exiting (flush every free at once).
+  static bool arm_batch_flusher() {
+    if (tls_exiting_) return false;
+    thread_local BatchFlusher flusher;
+    static_cast<void>(flusher);
+    return true;
+  }
 
   static void flush(RemoteBatch& batch) {
     if (batch.first != nullptr) {
@@ -202,7 +225,8 @@ class ObjectPool {
   }
 
   static inline thread_local Cache* tls_cache_ = nullptr;
-  static inline thread_local RemoteBatch tls_batch_;
+  static inline thread_local RemoteBatch tls_batch_;  // trivially destructible: see the note
+  static inline thread_local bool tls_exiting_ = false;
 };
 
 }  // namespace weft::detail

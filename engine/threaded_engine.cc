@@ -54,7 +54,6 @@ namespace {
 // kAsync operations run inline (Note [Which threads run operations]). Chains of such operations
 // would otherwise recurse without bound; past this depth they go to a pool.
 constexpr int kMaxInlineAsyncDepth = 16;
-thread_local int t_async_depth = 0;
 
 // Note [Batched completion count]: a worker does not decrement pending_ once per operation (a
 // cache line every pushing thread also writes); it counts completions locally and subtracts them
@@ -67,27 +66,6 @@ struct CompletionBatch {
 };
 thread_local CompletionBatch t_completions;
 }  // namespace
-
-/// Operations made ready by one completion; a few inline, more on the heap.
-class ThreadedEngine::ReadyList {
- public:
-  void add(OprBlock* op) {
-    if (size_ < kInline) {
-      inline_[size_] = op;
-    } else {
-      overflow_.push_back(op);
-    }
-    ++size_;
-  }
-  size_t size() const { return size_; }
-  OprBlock* operator[](size_t i) const { return i < kInline ? inline_[i] : overflow_[i - kInline]; }
-
- private:
-  static constexpr size_t kInline = 16;
-  OprBlock* inline_[kInline];
-  std::vector<OprBlock*> overflow_;
-  size_t size_ = 0;
-};
 
 namespace {
 inline void grant(VarSlot* slot, auto& ready) {
@@ -115,6 +93,12 @@ inline VarSlot* dequeue(Var* var) {
   return slot;
 }
 }  // namespace
+
+thread_local int ThreadedEngine::async_depth_ = 0;
+
+bool ThreadedEngine::may_run_at_push() const {
+  return async_depth_ < kMaxInlineAsyncDepth && !Profiler::global().enabled();
+}
 
 ThreadedEngine::ThreadedEngine(const EngineConfig& config)
     : config_(config), failures_(config.max_retained_errors) {
@@ -214,6 +198,10 @@ void ThreadedEngine::push_sync(SyncFn fn, Device device, VarList reads, VarList 
                                FnProperty property, int priority, std::string_view name) {
   WEFT_CHECK(static_cast<bool>(fn)) << "push_sync of '" << name << "': empty function";
   check_device(device);
+  if (property == FnProperty::kAsync && may_run_at_push() &&
+      run_at_push(fn, OpKind::kUser, device, reads, writes, name)) {
+    return;  // Note [Ready at push]
+  }
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->set_body(std::move(fn));
   op->device = device;
@@ -255,12 +243,26 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
   pending_.fetch_add(1, std::memory_order_relaxed);
 
   VarSlot* slots = op->slots;
-  if (n > 1) {
-    std::sort(slots, slots + n, [](const VarSlot& a, const VarSlot& b) {
-      return std::less<const Var*>()(a.var, b.var);
-    });
+  // Note [Two-phase append]: the variables are locked in address order. The slots stay as
+  // built; their variables are ordered in an array of their own (sorting the 32-byte slots
+  // cost more than the rest of a small push).
+  Var* small_order[OprBlock::kInlineSlots];
+  std::vector<Var*> large_order;
+  Var** order = small_order;
+  if (n > OprBlock::kInlineSlots) {
+    large_order.resize(n);
+    order = large_order.data();
+    for (uint32_t i = 0; i < n; ++i) order[i] = slots[i].var;
+    std::sort(order, order + n, std::less<const Var*>());
+  } else {
+    for (uint32_t i = 0; i < n; ++i) {
+      Var* var = slots[i].var;
+      uint32_t k = i;
+      for (; k > 0 && std::less<const Var*>()(var, order[k - 1]); --k) order[k] = order[k - 1];
+      order[k] = var;
+    }
   }
-  for (uint32_t i = 0; i < n; ++i) slots[i].var->lock.lock();  // Note [Two-phase append]
+  for (uint32_t i = 0; i < n; ++i) order[i]->lock.lock();
   const char* problem = nullptr;
   uint32_t bad = 0;
   for (uint32_t i = 0; i < n && problem == nullptr; ++i) {
@@ -274,7 +276,7 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
     }
   }
   if (problem != nullptr) {
-    for (uint32_t i = n; i-- > 0;) slots[i].var->lock.unlock();
+    for (uint32_t i = n; i-- > 0;) order[i]->lock.unlock();
     const void* var = slots[bad].var;
     std::string op_name = op->name.str();
     ObjectPool<OprBlock>::destroy(op);
@@ -303,7 +305,7 @@ void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
       }
     }
   }
-  for (uint32_t i = n; i-- > 0;) slots[i].var->lock.unlock();
+  for (uint32_t i = n; i-- > 0;) order[i]->lock.unlock();
   // relaxed: statistics only.
   if (op->kind == OpKind::kUser) {
     pushed_.fetch_add(1, std::memory_order_relaxed);
@@ -330,13 +332,13 @@ void ThreadedEngine::dispatch(OprBlock* op, bool may_run_here) {
   const bool trivial =
       op->kind == OpKind::kWaitVar || (op->kind == OpKind::kDeleteVar && !op->has_body);
   // GPU work runs only on its device's workers, which own the streams.
-  if (op->property == FnProperty::kAsync && t_async_depth < kMaxInlineAsyncDepth &&
+  if (op->property == FnProperty::kAsync && async_depth_ < kMaxInlineAsyncDepth &&
       (may_run_here || trivial) && op->device.type != DeviceType::kCUDA) {
-    ++t_async_depth;
+    ++async_depth_;
     const int worker = is_worker_thread() ? detail::current_worker_index() : -1;
     RunContext context{op->device, Stream{op->device, nullptr}, worker};
     run(op, context);
-    --t_async_depth;
+    --async_depth_;
     return;
   }
   pool_for(op)->submit(op);
@@ -446,8 +448,11 @@ void ThreadedEngine::release_read(Var* var, ReadyList& ready) {
 void ThreadedEngine::release_write(Var* var, bool bump_version, ReadyList& ready) {
   std::lock_guard<detail::SpinLock> lock(var->lock);
   var->write_running = false;
-  // relaxed: readers of the version synchronise through the dependency order or a wait.
-  if (bump_version) var->version.fetch_add(1, std::memory_order_relaxed);
+  // relaxed: readers of the version synchronise through the dependency order or a wait. Only
+  // holders of the lock write it, so a load and a store suffice (no read-modify-write).
+  if (bump_version) {
+    var->version.store(var->version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   if (var->head == nullptr) return;
   if (var->head->write) {
     VarSlot* slot = dequeue(var);
@@ -484,6 +489,27 @@ void ThreadedEngine::count_completion() {
   }
 }
 
+void ThreadedEngine::release_slots(VarSlot* slots, uint32_t n, bool user,
+                                   const std::shared_ptr<detail::ErrorSlot>& error_slot,
+                                   ReadyList& ready) {
+  const bool bump = user && !error_slot;
+  for (uint32_t i = 0; i < n; ++i) {
+    VarSlot& slot = slots[i];
+    if (slot.write) {
+      if (user && error_slot) slot.var->error = error_slot;  // Note [Var error ordering]
+      release_write(slot.var, bump, ready);
+    } else {
+      release_read(slot.var, ready);
+    }
+  }
+}
+
+void ThreadedEngine::destroy_var(Var* var) {
+  WEFT_DCHECK(var->head == nullptr && !var->write_running && var->running_reads == 0);
+  ObjectPool<Var>::destroy(var);
+  vars_destroyed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
+}
+
 OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool may_run_inline) {
   // Captures go first, so what they hold (buffers, handles) is released before dependents run;
   // an asynchronous body may still be running, so its captures wait for it to return.
@@ -513,27 +539,13 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
     failures_.record_skip();
   }
   const bool user = op->kind == OpKind::kUser;
-  const bool bump = user && !error_slot;
   const bool profiled = op->profile_id != 0;
   int64_t end_ns = profiled ? Profiler::now_ns() : 0;
 
   ReadyList ready;
-  for (uint32_t i = 0; i < op->num_slots; ++i) {
-    VarSlot& slot = op->slots[i];
-    if (slot.write) {
-      if (user && error_slot) slot.var->error = error_slot;  // Note [Var error ordering]
-      release_write(slot.var, bump, ready);
-    } else {
-      release_read(slot.var, ready);
-    }
-  }
+  release_slots(op->slots, op->num_slots, user, error_slot, ready);
   if (!user) internal_pending_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: statistics
-  if (op->kind == OpKind::kDeleteVar) {
-    Var* var = op->slots[0].var;
-    WEFT_DCHECK(var->head == nullptr && !var->write_running && var->running_reads == 0);
-    ObjectPool<Var>::destroy(var);
-    vars_destroyed_.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics only
-  }
+  if (op->kind == OpKind::kDeleteVar) destroy_var(op->slots[0].var);
 
   if (profiled) {
     Profiler& profiler = Profiler::global();
@@ -552,8 +564,11 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   for (size_t i = 0; i < ready.size(); ++i) {
     OprBlock* successor = ready[i];
     // A worker that completes an op runs one newly ready successor itself when it belongs to the
-    // same pool: no queue round trip, and the data it reads is still in this core's cache.
-    if (may_run_inline && next == nullptr && successor->property != FnProperty::kAsync &&
+    // same pool: no queue round trip, and the data it reads is still in this core's cache. Not
+    // after a kAsync operation: it ran inline inside another operation's completion or a push,
+    // whose remaining work (other successors, the caller) must not wait for a whole kernel.
+    if (may_run_inline && next == nullptr && op->property != FnProperty::kAsync &&
+        successor->property != FnProperty::kAsync &&
         pool_for(successor)->is_current_thread_worker()) {
       next = successor;
     } else {
@@ -627,6 +642,11 @@ void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
   // Note [Variable generations]: the handle is invalid from now on.
   WEFT_CHECK(detail::retire(var)) << "delete_var: " << var
                                   << " was deleted (delete_var called twice on this handle)";
+  // An idle variable is freed here and now (Note [Ready at push]).
+  if (may_run_at_push() &&
+      run_at_push(on_deleted, OpKind::kDeleteVar, Device::cpu(), {}, {var}, "delete_var")) {
+    return;
+  }
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kDeleteVar;
   op->device = Device::cpu();
@@ -638,6 +658,25 @@ void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
 void ThreadedEngine::wait_for_var(VarHandle var) {
   detail::check_not_inside_operation("wait_for_var");
   Var* target = detail::live_var(var, "wait_for_var");
+  // Runs holding `var` exclusively (ordered as a write): Note [Var error ordering].
+  auto take_error = [this](Var* v) {
+    std::exception_ptr error;
+    if (v->has_error()) {
+      error = v->error->error;
+      failures_.delivered(v->error);  // Note [Failure log bound]
+    }
+    v->error.reset();
+    return error;
+  };
+  if (may_run_at_push()) {
+    // An idle variable: nothing to wait for (Note [Ready at push]).
+    std::exception_ptr error;
+    SyncFn now([&](const RunContext&) { error = take_error(target); });
+    if (run_at_push(now, OpKind::kWaitVar, Device::cpu(), {}, {var}, "wait_for_var")) {
+      if (error) std::rethrow_exception(error);
+      return;
+    }
+  }
   struct WaitState {
     std::mutex mutex;
     std::condition_variable done_cv;
@@ -648,14 +687,8 @@ void ThreadedEngine::wait_for_var(VarHandle var) {
   OprBlock* op = ObjectPool<OprBlock>::create();
   op->kind = OpKind::kWaitVar;
   op->property = FnProperty::kAsync;  // trivial: run on the thread that releases the variable
-  op->set_body(SyncFn([this, state, var = target](const RunContext&) {
-    // Runs holding `var` exclusively (ordered as a write): Note [Var error ordering].
-    std::exception_ptr error;
-    if (var->has_error()) {
-      error = var->error->error;
-      failures_.delivered(var->error);  // Note [Failure log bound]
-    }
-    var->error.reset();
+  op->set_body(SyncFn([state, var = target, take_error](const RunContext&) {
+    std::exception_ptr error = take_error(var);
     std::lock_guard<std::mutex> lock(state->mutex);
     state->error = error;
     state->done = true;

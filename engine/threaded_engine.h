@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/failure_log.h"
@@ -25,10 +26,13 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   EngineKind kind() const override { return EngineKind::kThreaded; }
   VarHandle new_var() override;
   void delete_var(VarHandle var, SyncFn on_deleted) override;
+  VarHandle renew_var(VarHandle var) override;
   void push_async(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
                   int priority, std::string_view name) override;
   void push_sync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
                  int priority, std::string_view name) override;
+  bool run_if_ready(SyncFn& fn, Device device, VarList reads, VarList writes,
+                    std::string_view name) override;
   void wait_for_var(VarHandle var) override;
   void wait_for_all() override;
   uint64_t var_version(VarHandle var) const override;
@@ -36,9 +40,46 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   EngineStats stats() const override;
 
  private:
-  class ReadyList;
+  /// Operations made ready by one completion; a few inline, more on the heap.
+  class ReadyList {
+   public:
+    void add(detail::OprBlock* op) {
+      if (size_ < kInline) {
+        inline_[size_] = op;
+      } else {
+        overflow_.push_back(op);
+      }
+      ++size_;
+    }
+    size_t size() const { return size_; }
+    detail::OprBlock* operator[](size_t i) const {
+      return i < kInline ? inline_[i] : overflow_[i - kInline];
+    }
+
+   private:
+    static constexpr size_t kInline = 16;
+    detail::OprBlock* inline_[kInline];
+    std::vector<detail::OprBlock*> overflow_;
+    size_t size_ = 0;
+  };
+  /// The most distinct variables an operation run at push may have (Note [Ready at push]).
+  static constexpr uint32_t kReadyAtPushSlots = 4;
+  /// Depth of kAsync operations run inline on this thread (Note [Which threads run operations]).
+  static thread_local int async_depth_;
 
   void push_block(detail::OprBlock* op, VarList reads, VarList writes, std::string_view name);
+  // Note [Ready at push]: runs `fn` here when every variable is free; false (and `fn` untouched)
+  // otherwise.
+  bool run_at_push(SyncFn& fn, detail::OpKind kind, Device device, VarList reads, VarList writes,
+                   std::string_view name);
+  // Releases an operation's slots: attaches `error_slot` to written variables of a user
+  // operation, bumps their versions when it succeeded, and collects what becomes ready.
+  void release_slots(detail::VarSlot* slots, uint32_t n, bool user,
+                     const std::shared_ptr<detail::ErrorSlot>& error_slot, ReadyList& ready);
+  // Frees a variable whose delete_var operation completed.
+  void destroy_var(Var* var);
+  // Whether the fast path of Note [Ready at push] may be tried for a kAsync operation now.
+  bool may_run_at_push() const;
   detail::WorkerPool* pool_for(const detail::OprBlock* op) const;
   void check_device(Device device);
   detail::GpuWorkerPool* gpu_pool(Device device) const;

@@ -156,6 +156,14 @@ struct alignas(64) OprBlock {
 /// operation, whose handle delete_var has just retired.
 void build_slots(OprBlock* op, VarList reads, VarList writes, std::string_view name,
                  bool deleting = false);
+/// Throws the ValueError build_slots throws for `var`, entry `index` of the list `list`
+/// ("reads" or "writes") of operation `name`: a null or deleted variable.
+[[noreturn]] void build_slots_error(std::string_view name, const char* list, size_t index,
+                                    VarHandle var);
+/// The work of build_slots on any array of at least reads.size() + writes.size() slots, each
+/// pointing at `op` (may be null); returns how many it filled.
+uint32_t fill_slots(VarSlot* slots, OprBlock* op, VarList reads, VarList writes,
+                    std::string_view name, bool deleting = false);
 
 // Note [Variable generations]
 // Variables come from an object pool, so a deleted variable's memory soon holds another one: a

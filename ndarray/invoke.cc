@@ -15,6 +15,35 @@ namespace {
 // become ready]).
 constexpr int64_t kInlineKernelElements = 4096;
 
+// Calls a kernel: fills the rest of `ctx` (threads, input identities taken now: reads of the
+// inputs are ordered after their writes and before later ones, so their versions are stable) and
+// calls whichever of compute / async / stateful is set.
+void run_kernel(const OpAttrs& attrs, const FCompute* compute, const FAsyncCompute* async,
+                const FStatefulCompute* stateful, OpState* state, const RunContext& rc,
+                OpContext& ctx, bool is_train, Engine& engine, std::span<const TensorView> in,
+                std::span<const TensorView> out, std::span<const OpReq> req,
+                std::span<const VarHandle> in_vars, const uint64_t* storage_ids, uint64_t* versions,
+                CallbackOnComplete* on_complete) {
+  ctx.is_train = is_train;
+  ctx.run = rc;
+  for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine.var_version(in_vars[i]);
+  ctx.input_storage_ids = storage_ids;
+  ctx.input_versions = versions;
+  Runtime& rt = Runtime::get();
+  ctx.num_threads = rt.kernel_started();
+  struct Done {
+    Runtime& rt;
+    ~Done() { rt.kernel_finished(); }
+  } done{rt};
+  if (compute != nullptr) {
+    (*compute)(attrs, ctx, in, req, out);
+  } else if (async != nullptr) {
+    (*async)(attrs, ctx, in, req, out, *on_complete);
+  } else {
+    (*stateful)(*state, ctx, in, req, out);
+  }
+}
+
 // Everything one pushed kernel needs, owned by its engine operation.
 struct PendingKernel {
   std::shared_ptr<const OpAttrs> attrs;
@@ -43,36 +72,61 @@ struct PendingKernel {
   // completion), since the launched work may still use it when this returns.
   void run(const RunContext& rc, CallbackOnComplete* on_complete = nullptr) {
     OpContext ctx;
-    ctx.is_train = is_train;
-    ctx.run = rc;
     ctx.workspace = workspace.get();
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random ? &random->state : nullptr;
     ctx.temp_allocator = temp_allocator;
-    // Reads of these vars are ordered after their writes and before later ones: stable now.
-    for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine->var_version(in_vars[i]);
-    ctx.input_storage_ids = storage_ids.data();
-    ctx.input_versions = versions.data();
-    Runtime& rt = Runtime::get();
-    ctx.num_threads = rt.kernel_started();
-    struct Done {
-      Runtime& rt;
-      ~Done() { rt.kernel_finished(); }
-    } done{rt};
-    std::span<const TensorView> in(in_views.data(), in_views.size());
-    std::span<const TensorView> out(out_views.data(), out_views.size());
-    std::span<const OpReq> rq(req.data(), req.size());
-    if (compute != nullptr) {
-      (*compute)(*attrs, ctx, in, rq, out);
-    } else if (async != nullptr) {
-      (*async)(*attrs, ctx, in, rq, out, *on_complete);
-      return;
-    } else {
-      (*stateful)(*state, ctx, in, rq, out);
-    }
-    workspace.reset();
+    run_kernel(*attrs, compute, async, stateful, state.get(), rc, ctx, is_train, *engine,
+               {in_views.data(), in_views.size()}, {out_views.data(), out_views.size()},
+               {req.data(), req.size()}, {in_vars.data(), in_vars.size()}, storage_ids.data(),
+               versions.data(), on_complete);
+    if (async == nullptr) workspace.reset();
   }
 };
+
+// Note [Inference cache]
+// Imperative code calls the same operator on the same shapes over and over (a training loop, an
+// elementwise update per parameter), and inference (the op's shape and type functions, the
+// checks) is a good part of a small call's cost. Each thread keeps the results of its last few
+// inferences of calls without given outputs, keyed by the parsed attributes and the input shapes
+// and dtypes; inference is a pure function of those. An entry holds its attributes, so their
+// address cannot be reused by other attributes while the entry exists.
+struct InferenceMemo {
+  std::shared_ptr<const OpAttrs> attrs;
+  std::vector<Shape> in_shapes, out_shapes;
+  std::vector<DType> in_types, out_types;
+};
+constexpr int kInferenceMemos = 4;
+thread_local InferenceMemo t_memos[kInferenceMemos];
+thread_local int t_next_memo = 0;
+
+// The memo for `attrs` on `inputs` (calls without given outputs only), or null. Valid until the
+// next remember_inference on this thread.
+const InferenceMemo* recall_inference(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
+                                      const std::vector<NDArray>& given) {
+  if (!given.empty()) return nullptr;
+  for (const InferenceMemo& m : t_memos) {
+    if (m.attrs.get() != &attrs || m.in_shapes.size() != inputs.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < inputs.size() && same; ++i) {
+      same = m.in_types[i] == inputs[i].dtype() && m.in_shapes[i] == inputs[i].shape();
+    }
+    if (same) return &m;
+  }
+  return nullptr;
+}
+
+void remember_inference(const std::shared_ptr<const OpAttrs>& attrs,
+                        const std::vector<Shape>& in_shapes, const std::vector<DType>& in_types,
+                        const std::vector<Shape>& out_shapes, const std::vector<DType>& out_types) {
+  InferenceMemo& m = t_memos[t_next_memo];
+  t_next_memo = (t_next_memo + 1) % kInferenceMemos;
+  m.attrs = attrs;
+  m.in_shapes = in_shapes;
+  m.in_types = in_types;
+  m.out_shapes = out_shapes;
+  m.out_types = out_types;
+}
 
 }  // namespace
 
@@ -138,58 +192,85 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
       << attrs.where() << ": " << given.size() << " output arrays given; the op has " << nvis
       << " visible and " << nout << " total outputs";
 
-  // Inference, in per-thread scratch vectors (invoke never re-enters itself on one thread).
-  thread_local std::vector<Shape> in_shapes, out_shapes;
-  thread_local std::vector<DType> in_types, out_types;
-  in_shapes.resize(nin);
-  out_shapes.assign(nout, Shape());
-  in_types.resize(nin);
-  out_types.assign(nout, DType::kUnknown);
-  for (size_t i = 0; i < given.size(); ++i) {
-    if (given[i].is_none()) continue;
-    out_shapes[i] = given[i].shape();
-    out_types[i] = given[i].dtype();
+  // Inference, in per-thread scratch vectors, or remembered (Note [Inference cache]). The
+  // shapes are used only before the kernel runs (a kernel run here may invoke again).
+  thread_local std::vector<Shape> scratch_in_shapes, scratch_out_shapes;
+  thread_local std::vector<DType> scratch_in_types, scratch_out_types;
+  const std::vector<Shape>* in_shapes_p = &scratch_in_shapes;
+  const std::vector<Shape>* out_shapes_p = &scratch_out_shapes;
+  const std::vector<DType>* in_types_p = &scratch_in_types;
+  const std::vector<DType>* out_types_p = &scratch_out_types;
+  if (const InferenceMemo* memo = recall_inference(attrs, inputs, given)) {
+    in_shapes_p = &memo->in_shapes;
+    out_shapes_p = &memo->out_shapes;
+    in_types_p = &memo->in_types;
+    out_types_p = &memo->out_types;
+  } else {
+    scratch_in_shapes.resize(nin);
+    scratch_out_shapes.assign(nout, Shape());
+    scratch_in_types.resize(nin);
+    scratch_out_types.assign(nout, DType::kUnknown);
+    for (size_t i = 0; i < given.size(); ++i) {
+      if (given[i].is_none()) continue;
+      scratch_out_shapes[i] = given[i].shape();
+      scratch_out_types[i] = given[i].dtype();
+    }
+    infer_outputs(attrs, inputs, scratch_in_shapes, scratch_in_types, scratch_out_shapes,
+                  scratch_out_types);
+    if (given.empty()) {
+      remember_inference(attrs_ptr, scratch_in_shapes, scratch_in_types, scratch_out_shapes,
+                         scratch_out_types);
+    }
   }
-  infer_outputs(attrs, inputs, in_shapes, in_types, out_shapes, out_types);
+  const std::vector<Shape>& in_shapes = *in_shapes_p;
+  const std::vector<Shape>& out_shapes = *out_shapes_p;
+  const std::vector<DType>& in_types = *in_types_p;
+  const std::vector<DType>& out_types = *out_types_p;
 
   // Kernel.
-  auto pk = std::make_unique<PendingKernel>();
-  pk->attrs = attrs_ptr;
-  pk->compute = op.compute(device.type);
-  if (pk->compute == nullptr) pk->async = op.async_compute(device.type);
-  if (pk->compute == nullptr && pk->async == nullptr) {
-    pk->stateful = op.stateful_compute(device.type);
-    WEFT_CHECK_AS(NotImplemented, pk->stateful != nullptr)
+  const FCompute* compute = op.compute(device.type);
+  const FAsyncCompute* async = compute == nullptr ? op.async_compute(device.type) : nullptr;
+  const FStatefulCompute* stateful = nullptr;
+  std::shared_ptr<OpState> state;
+  if (compute == nullptr && async == nullptr) {
+    stateful = op.stateful_compute(device.type);
+    WEFT_CHECK_AS(NotImplemented, stateful != nullptr)
         << attrs.where() << " has no kernel for " << device_type_name(device.type);
     const auto& create = op.attr<FCreateOpState>();
     WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
         << attrs.where() << ": stateful op without FCreateOpState";
-    pk->state = create(attrs, device, in_shapes, in_types);
+    state = create(attrs, device, in_shapes, in_types);
   }
 
   // Outputs.
-  std::vector<NDArray> outputs(nout);
+  std::vector<NDArray> outputs;
+  outputs.reserve(nout);
   for (int i = 0; i < nout; ++i) {
     if (i < static_cast<int>(given.size()) && !given[i].is_none()) {
-      outputs[i] = given[i];
+      outputs.push_back(given[i]);
       WEFT_CHECK(!outputs[i].storage()->read_only)
           << attrs.where() << ": output " << i
           << " is a read-only array (imported from a read-only DLPack tensor)";
       WEFT_CHECK(outputs[i].device() == device)
           << attrs.where() << ": output " << i << " is on " << to_string(outputs[i].device());
     } else {
-      outputs[i] = NDArray::empty(out_shapes[i], out_types[i], device);
+      outputs.push_back(NDArray::empty(out_shapes[i], out_types[i], device));
     }
   }
-  for (OpReq r : options.req) pk->req.push_back(r);
-  if (pk->req.empty()) pk->req.resize(nout, OpReq::kWrite);
-  if (static_cast<int>(pk->req.size()) == nvis && nvis < nout) pk->req.resize(nout, OpReq::kWrite);
-  WEFT_CHECK(static_cast<int>(pk->req.size()) == nout)
+  SmallVector<OpReq, 3> req;
+  for (OpReq r : options.req) req.push_back(r);
+  if (req.empty()) req.resize(nout, OpReq::kWrite);
+  if (static_cast<int>(req.size()) == nvis && nvis < nout) req.resize(nout, OpReq::kWrite);
+  WEFT_CHECK(static_cast<int>(req.size()) == nout)
       << attrs.where() << ": req needs one entry per output";
 
   // Resources.
   Runtime& rt = Runtime::get();
+  Engine& engine = rt.engine();
   SmallVector<VarHandle, 4> writes;
+  DataPtr workspace;
+  size_t workspace_bytes = 0;
+  RandomResource* random = nullptr;
   if (const auto& f = op.attr<FResourceRequest>()) {
 #if WEFT_USE_ONEDNN
     // The workspace is sized for the most threads the kernel may get, also when this push
@@ -198,15 +279,115 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
 #endif
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {
       if (r.kind == ResourceRequest::Kind::kWorkspace) {
-        pk->workspace = rt.allocator(device).allocate(std::max<size_t>(r.bytes, 1));
-        pk->workspace_bytes = r.bytes;
+        workspace = rt.allocator(device).allocate(std::max<size_t>(r.bytes, 1));
+        workspace_bytes = r.bytes;
       } else {
-        pk->random = &rt.random(device);
-        writes.push_back(pk->random->var);
+        random = &rt.random(device);
+        writes.push_back(random->var);
       }
     }
   }
+  SmallVector<VarHandle, 4> reads;
+  for (int i = 0; i < nin; ++i) reads.push_back(inputs[i].var());
+  for (int i = 0; i < nout; ++i) writes.push_back(outputs[i].var());
+  if (const auto& f = op.attr<FMutateInputs>()) {
+    for (int i : f(attrs)) {
+      WEFT_CHECK(!inputs.at(i).storage()->read_only)
+          << attrs.where() << ": input " << i
+          << " is written by the op but is a read-only array (imported from a read-only DLPack "
+             "tensor)";
+      writes.push_back(inputs.at(i).var());
+    }
+  }
+  const bool is_train = autograd::is_training();
+  std::span<const VarHandle> read_span(reads.data(), reads.size());
+  std::span<const VarHandle> write_span(writes.data(), writes.size());
 
+  // Note [Tiny kernels run where they become ready]: a CPU kernel writing few elements costs
+  // less than the hand-off to a worker (a wake-up, and memory allocated on one thread and freed
+  // on another). Such kernels are pushed as kAsync operations, which the engine runs on the
+  // thread that makes them ready: the caller's thread when the inputs are already computed, or the
+  // worker that completes the last dependency. When a foreign thread's on_complete (a CUDA host
+  // callback, an MPI thread) makes one ready, the engine hands it to a worker instead (Note [Which
+  // threads run operations] in engine/threaded_engine.cc). Ordering and error semantics are
+  // unchanged, and the engine chains no further operation into the thread that ran one.
+  //
+  // Most of them are ready when pushed: the engine then runs them at once, here
+  // (Engine::run_if_ready, Note [Ready at push] in engine/ready_at_push.cc), and the kernel's
+  // views, requests and input identities stay on this stack; only a kernel that has to wait is
+  // copied into a PendingKernel that its queued operation owns.
+  int64_t out_elements = 0;
+  for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
+  const bool tiny = device.type == DeviceType::kCPU && compute != nullptr &&
+                    out_elements <= kInlineKernelElements && workspace_bytes == 0;
+  constexpr int kMaxStackInputs = 8, kMaxStackOutputs = 4;
+  if (tiny && nin <= kMaxStackInputs && nout <= kMaxStackOutputs) {
+    // Built in place, field by field: a view constructed and then copied here was read back
+    // with wide loads from narrow stores still in flight, stalling each call.
+    alignas(TensorView) unsigned char in_bytes[sizeof(TensorView) * kMaxStackInputs];
+    alignas(TensorView) unsigned char out_bytes[sizeof(TensorView) * kMaxStackOutputs];
+    auto* in_views = reinterpret_cast<TensorView*>(in_bytes);
+    auto* out_views = reinterpret_cast<TensorView*>(out_bytes);
+    uint64_t ids[kMaxStackInputs], versions[kMaxStackInputs];
+    for (int i = 0; i < nin; ++i) {
+      // The shapes are the arrays' own (alive during this call).
+      const detail::Storage& st = *inputs[i].storage();
+      auto* v = ::new (&in_views[i])
+          TensorView(st.data.get(), device, inputs[i].dtype(), inputs[i].shape());
+      v->byte_offset = inputs[i].byte_offset();
+      ids[i] = st.id;
+    }
+    for (int i = 0; i < nout; ++i) {
+      auto* v = ::new (&out_views[i]) TensorView(outputs[i].storage()->data.get(), device,
+                                                 outputs[i].dtype(), outputs[i].shape());
+      v->byte_offset = outputs[i].byte_offset();
+    }
+    // One pointer captured, so the function stays within SyncFn's inline storage (a lambda
+    // capturing each local by reference would not, and would be allocated).
+    struct Call {
+      const OpAttrs& attrs;
+      const FCompute* compute;
+      RandomResource* random;
+      bool is_train;
+      Engine& engine;
+      std::span<const TensorView> in, out;
+      std::span<const OpReq> req;
+      std::span<const VarHandle> in_vars;
+      const uint64_t* ids;
+      uint64_t* versions;
+    } call{attrs,
+           compute,
+           random,
+           is_train,
+           engine,
+           {in_views, static_cast<size_t>(nin)},
+           {out_views, static_cast<size_t>(nout)},
+           {req.data(), req.size()},
+           read_span,
+           ids,
+           versions};
+    SyncFn now([c = &call](const RunContext& rc) {
+      OpContext ctx;
+      ctx.random = c->random ? &c->random->state : nullptr;
+      run_kernel(c->attrs, c->compute, nullptr, nullptr, nullptr, rc, ctx, c->is_train, c->engine,
+                 c->in, c->out, c->req, c->in_vars, c->ids, c->versions, nullptr);
+    });
+    if (engine.run_if_ready(now, device, read_span, write_span, op.name())) {
+      detail::maybe_record(attrs_ptr, inputs, outputs);
+      return outputs;
+    }
+  }
+
+  auto pk = std::make_unique<PendingKernel>();
+  pk->attrs = attrs_ptr;
+  pk->compute = compute;
+  pk->async = async;
+  pk->stateful = stateful;
+  pk->state = std::move(state);
+  pk->req = req;
+  pk->workspace = std::move(workspace);
+  pk->workspace_bytes = workspace_bytes;
+  pk->random = random;
   // Views (data pointers are fixed now; shapes live in pk->shapes).
   for (int i = 0; i < nin; ++i) {
     pk->shapes.push_back(inputs[i].shape());
@@ -217,7 +398,6 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   for (int i = 0; i < nout; ++i) {
     pk->shapes.push_back(outputs[i].shape());
     pk->keep_alive.push_back(outputs[i].storage());
-    writes.push_back(outputs[i].var());
   }
   for (int i = 0; i < nin; ++i) {
     TensorView v(inputs[i].storage()->data.get(), device, inputs[i].dtype(), pk->shapes[i]);
@@ -230,50 +410,18 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
     pk->out_views.push_back(v);
   }
   pk->versions.resize(nin);
-  if (const auto& f = op.attr<FMutateInputs>()) {
-    for (int i : f(attrs)) {
-      WEFT_CHECK(!inputs.at(i).storage()->read_only)
-          << attrs.where() << ": input " << i
-          << " is written by the op but is a read-only array (imported from a read-only DLPack "
-             "tensor)";
-      writes.push_back(inputs.at(i).var());
-    }
-  }
-  pk->engine = &rt.engine();
+  pk->engine = &engine;
   if (device.type == DeviceType::kCUDA) pk->temp_allocator = &rt.allocator(device);
-  pk->is_train = autograd::is_training();
-
-  SmallVector<VarHandle, 4> reads = pk->in_vars;
+  pk->is_train = is_train;
   // The operation owns the kernel state; it is freed with the operation, also when the engine
   // skips it because an input carries an error.
-  std::span<const VarHandle> read_span(reads.data(), reads.size());
-  std::span<const VarHandle> write_span(writes.data(), writes.size());
-  // Note [Tiny kernels run where they become ready]: a CPU kernel writing few elements costs
-  // less than the hand-off to a worker (a wake-up, and memory allocated on one thread and freed
-  // on another). Such kernels are pushed as kAsync operations, which the engine runs on the
-  // thread that makes them ready: the caller's thread when the inputs are already computed, or the
-  // worker that completes the last dependency. When a foreign thread's on_complete (a CUDA host
-  // callback, an MPI thread) makes one ready, the engine hands it to a worker instead (Note [Which
-  // threads run operations] in engine/threaded_engine.cc). Ordering and error semantics are
-  // unchanged. The body completes through its callback, not as a push_sync body, so that the
-  // engine does not chain further operations into the thread that runs it inline.
-  int64_t out_elements = 0;
-  for (int i = 0; i < nout; ++i) out_elements += outputs[i].size();
-  if (pk->async != nullptr) {
-    rt.engine().push_async(
+  if (async != nullptr) {
+    engine.push_async(
         [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) { pk->run(rc, &done); },
         device, read_span, write_span, FnProperty::kNormal, 0, op.name());
-  } else if (device.type == DeviceType::kCPU && pk->compute != nullptr &&
-             out_elements <= kInlineKernelElements && pk->workspace_bytes == 0) {
-    rt.engine().push_async(
-        [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) {
-          pk->run(rc);
-          done();
-        },
-        device, read_span, write_span, FnProperty::kAsync, 0, op.name());
   } else {
-    rt.engine().push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device,
-                          read_span, write_span, FnProperty::kNormal, 0, op.name());
+    engine.push_sync([pk = std::move(pk)](const RunContext& rc) { pk->run(rc); }, device, read_span,
+                     write_span, tiny ? FnProperty::kAsync : FnProperty::kNormal, 0, op.name());
   }
 
   detail::maybe_record(attrs_ptr, inputs, outputs);

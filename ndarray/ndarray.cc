@@ -6,6 +6,7 @@
 
 #include "base/profiler.h"
 #include "devices/device_api.h"
+#include "engine/worker_pool.h"
 #include "memory/allocator.h"
 #include "ndarray/autograd.h"
 #include "ndarray/runtime.h"
@@ -13,12 +14,93 @@
 namespace weft {
 
 namespace detail {
+
+// Note [Recycled storage]
+// A small array that dies with nothing pending on it (the result of a tiny operation that ran at
+// once, overwritten by the next: `c = a + b` in a loop) would cost a delete_var, a trip of its
+// memory back to the pool, then a new_var and an allocation for the next result. Instead the
+// thread that drops it keeps its memory and variable for the next array of the same size: the
+// engine renews the variable (Engine::renew_var: a new handle, version 0, the old handle
+// refused as after delete_var) only when no operation runs or waits on it and it carries no
+// error, so nothing of the old array can touch the new one. Each thread keeps a few such
+// arrays of at most kMaxBytes; the engine's workers keep none (their thread-local state would
+// outlive the engine they belong to). Storage of another runtime (after Runtime::reset or
+// shutdown) is never reused: its memory is freed and its variable forgotten with its engine.
+thread_local bool t_recycle_bin_closed = false;
+
+class RecycleBin {
+ public:
+  static constexpr size_t kMaxBytes = 64 << 10;
+  static constexpr int kSlots = 8;
+
+  /// Keeps `s`'s memory and renewed variable; false when it cannot (caller deletes normally).
+  bool put(Storage& s) {
+    if (count_ == kSlots || detail::current_worker_index() >= 0) return false;
+    VarHandle fresh = s.engine->renew_var(s.var);
+    if (!fresh) return false;
+    slots_[count_++] = Entry{std::move(s.data), fresh, s.engine, s.device, s.bytes, s.generation};
+    return true;
+  }
+
+  /// Takes the memory and variable of an earlier array for `s` (bytes, device and runtime
+  /// generation set); false when there is none.
+  bool take(Storage& s) {
+    for (int i = count_ - 1; i >= 0; --i) {
+      Entry& e = slots_[i];
+      if (e.bytes != s.bytes || e.device != s.device || e.generation != s.generation) continue;
+      s.data = std::move(e.data);
+      s.var = e.var;
+      e = std::move(slots_[--count_]);
+      return true;
+    }
+    return false;
+  }
+
+  ~RecycleBin() {
+    t_recycle_bin_closed = true;  // see recycle_bin()
+    for (int i = 0; i < count_; ++i) {
+      Entry& e = slots_[i];
+      if (Runtime::is_current(e.generation)) {
+        e.engine->delete_var(
+            e.var, [block = std::move(e.data)](const RunContext&) mutable { block.reset(); });
+      } else {
+        e.data.reset();
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    DataPtr data;
+    VarHandle var;
+    Engine* engine = nullptr;
+    Device device;
+    size_t bytes = 0;
+    uint64_t generation = 0;
+  };
+  Entry slots_[kSlots];
+  int count_ = 0;
+};
+
+// The thread's bin; null once its thread_local destructor ran: arrays destroyed by thread_local
+// destructors that run later delete their variables directly (the flag lives outside the bin,
+// whose own fields end their lifetime with it).
+RecycleBin* recycle_bin() {
+  if (t_recycle_bin_closed) return nullptr;
+  thread_local RecycleBin bin;
+  return &bin;
+}
+
 Storage::~Storage() {
   if (var == nullptr) return;
   if (!Runtime::alive() || generation != Runtime::get().generation()) {
     // The runtime that owned the var is gone: no operation can still be pending on it.
     data.reset();
     return;
+  }
+  if (recyclable && bytes <= RecycleBin::kMaxBytes) {
+    RecycleBin* bin = recycle_bin();
+    if (bin != nullptr && bin->put(*this)) return;
   }
   // The memory goes back to the pool only after every pending operation on the var completed.
   engine->delete_var(var, [block = std::move(data)](const RunContext&) mutable { block.reset(); });
@@ -28,13 +110,19 @@ Storage::~Storage() {
 std::shared_ptr<detail::Storage> allocate_storage(size_t bytes, Device device) {
   Runtime& rt = Runtime::get();
   auto s = std::make_shared<detail::Storage>();
-  s->data = rt.allocator(device).allocate(bytes);
   s->engine = &rt.engine();
-  s->var = s->engine->new_var();
   s->device = device;
   s->bytes = bytes;
-  s->id = rt.next_storage_id();
   s->generation = rt.generation();
+  s->recyclable = true;
+  // Note [Recycled storage]
+  detail::RecycleBin* bin =
+      bytes <= detail::RecycleBin::kMaxBytes ? detail::recycle_bin() : nullptr;
+  if (bin == nullptr || !bin->take(*s)) {
+    s->data = rt.allocator(device).allocate(bytes);
+    s->var = s->engine->new_var();
+  }
+  s->id = rt.next_storage_id();
   return s;
 }
 
@@ -44,8 +132,11 @@ NDArray NDArray::empty(const Shape& shape, DType dtype, Device device) {
   WEFT_CHECK(shape.known()) << "NDArray::empty: shape " << shape << " is not fully known";
   // Note [Checked sizes]: a shape beyond the limits, or an array larger than the device, is an
   // error naming the shape before anything is allocated.
-  const size_t bytes = shape_bytes(shape, dtype_size(dtype), "NDArray::empty");
-  const size_t capacity = device_memory_capacity(device);
+  static const std::string what = "NDArray::empty";
+  const size_t bytes = shape_bytes(shape, dtype_size(dtype), what);
+  // Every device weft runs on has more than kSurelyFits bytes: smaller arrays skip the query.
+  constexpr size_t kSurelyFits = size_t{256} << 20;
+  const size_t capacity = bytes < kSurelyFits ? 0 : device_memory_capacity(device);
   if (capacity != 0 && bytes > capacity) {
     WEFT_THROW(OutOfMemory) << "NDArray::empty: an array of shape " << shape << " "
                             << dtype_name(dtype) << " needs " << bytes << " bytes ("

@@ -30,6 +30,9 @@ struct Storage {
   uint64_t generation = 0;  ///< the runtime generation that owns `var`
   /// Memory lent read-only (a DLPack tensor flagged read-only): operators refuse to write it.
   bool read_only = false;
+  /// Memory and variable from allocate_storage: reused for a new array of the same size when
+  /// this one dies idle (Note [Recycled storage] in ndarray.cc).
+  bool recyclable = false;
   Storage() = default;
   Storage(const Storage&) = delete;
   ~Storage();

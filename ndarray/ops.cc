@@ -11,19 +11,44 @@ namespace {
 // Attributes of a parameterless op, parsed once.
 const std::shared_ptr<const OpAttrs>& fixed(std::string_view name) {
   // One cache entry per call site string; the registry is frozen so the result never changes.
+  // The last entry is checked first by address (call sites pass literals), without hashing.
   thread_local std::unordered_map<std::string_view, std::shared_ptr<const OpAttrs>> cache;
+  thread_local std::string_view last_name;
+  thread_local const std::shared_ptr<const OpAttrs>* last = nullptr;
+  if (last != nullptr && name.data() == last_name.data() && name.size() == last_name.size())
+    return *last;
   auto& slot = cache[name];
   if (!slot) slot = make_op_attrs(name);
+  last_name = name;
+  last = &slot;
   return slot;
 }
 
 NDArray call1(std::string_view name, const std::vector<NDArray>& in) {
-  return invoke(fixed(name), in).at(0);
+  return std::move(invoke(fixed(name), in).at(0));
 }
 
 NDArray binary(const NDArray& a, const NDArray& b, std::string_view same,
                std::string_view broadcast) {
-  return call1(a.shape() == b.shape() ? same : broadcast, {a, b});
+  const std::string_view name = a.shape() == b.shape() ? same : broadcast;
+  // The input list is kept per thread (no allocation per call) and emptied after the call, so it
+  // holds no array longer than the call does; a call made while it is in use (a kernel run
+  // inline that calls an operator) makes its own.
+  thread_local std::vector<NDArray> in(2);
+  thread_local bool in_use = false;
+  if (in_use) return call1(name, {a, b});
+  in_use = true;
+  in[0] = a;
+  in[1] = b;
+  struct Release {
+    std::vector<NDArray>& in;
+    ~Release() {
+      in[0] = NDArray();
+      in[1] = NDArray();
+      in_use = false;
+    }
+  } release{in};
+  return call1(name, in);
 }
 
 NDArray scalar_op(std::string_view name, const NDArray& a, double s) {
