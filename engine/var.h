@@ -54,7 +54,8 @@ class OpName {
   OpName() { inline_[0] = '\0'; }
   explicit OpName(std::string_view name) {
     if (name.size() < sizeof(inline_)) {
-      std::memcpy(inline_, name.data(), name.size());
+      // An empty view may have a null data(), which memcpy must not be given.
+      if (!name.empty()) std::memcpy(inline_, name.data(), name.size());
       inline_[name.size()] = '\0';
     } else {
       inline_[0] = '\0';

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "ndarray/kernel_scope.h"
 #include "ndarray/runtime.h"
 #include "ops/op.h"
 
@@ -67,12 +68,8 @@ struct NodeRun {
       ctx.input_layouts = in_layout_ptrs.data();
       ctx.output_layouts = out_layout_ptrs.data();
     }
-    Runtime& rt = Runtime::get();
-    ctx.num_threads = rt.kernel_started();
-    struct Done {
-      Runtime& rt;
-      ~Done() { rt.kernel_finished(); }
-    } done{rt};
+    KernelScope scope(Runtime::get());
+    ctx.num_threads = scope.threads();
     const auto t0 = time_ops ? Clock::now() : Clock::time_point();
     std::span<const TensorView> i(in.data(), in.size());
     std::span<const TensorView> o(out.data(), out.size());

@@ -4,6 +4,7 @@
 
 #include "base/small_vector.h"
 #include "ndarray/autograd.h"
+#include "ndarray/kernel_scope.h"
 #include "ndarray/ndarray.h"
 #include "ndarray/runtime.h"
 #include "ops/cpu/dnnl_util.h"
@@ -29,12 +30,8 @@ void run_kernel(const OpAttrs& attrs, const FCompute* compute, const FAsyncCompu
   for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine.var_version(in_vars[i]);
   ctx.input_storage_ids = storage_ids;
   ctx.input_versions = versions;
-  Runtime& rt = Runtime::get();
-  ctx.num_threads = rt.kernel_started();
-  struct Done {
-    Runtime& rt;
-    ~Done() { rt.kernel_finished(); }
-  } done{rt};
+  KernelScope scope(Runtime::get());
+  ctx.num_threads = scope.threads();
   if (compute != nullptr) {
     (*compute)(attrs, ctx, in, req, out);
   } else if (async != nullptr) {
