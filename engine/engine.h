@@ -283,7 +283,9 @@ class Engine {
   /// Hands `var` on for new state without deleting it: when no operation runs or waits on it and
   /// it carries no error, retires the handle (as delete_var does: using it afterwards is refused)
   /// and returns a new handle to a variable in the state new_var gives (version 0, no error);
-  /// otherwise returns a null handle and changes nothing (call delete_var instead). What
+  /// otherwise returns a null handle and changes nothing (call delete_var instead). GPU work
+  /// still queued on it stays ordered before the new handle's first operation (Note [Renewed GPU
+  /// variables] in engine/ready_at_push.cc). What
   /// delete_var and new_var would do together, without their work: the imperative runtime reuses
   /// the variable and memory of an array that died idle this way. Thread-safe; a call racing
   /// with a push of the same handle on another thread, unordered, is a bug in the caller.

@@ -13,11 +13,42 @@ namespace weft::detail {
 
 namespace {
 thread_local const GpuWorkerPool* t_gpu_pool = nullptr;
-thread_local const Stream* t_gpu_stream = nullptr;
+thread_local StreamClock* t_gpu_clock = nullptr;
 }  // namespace
 
 const GpuWorkerPool* current_gpu_pool() { return t_gpu_pool; }
-const Stream* current_gpu_stream() { return t_gpu_stream; }
+StreamClock* current_gpu_clock() { return t_gpu_clock; }
+
+// ---- StreamClock (Note [Lazy stream marks]) ----------------------------------------------------
+
+std::pair<std::shared_ptr<Event>, uint64_t> StreamClock::event_covering(uint64_t mark) {
+  std::lock_guard<SpinLock> guard(lock);
+  if (!event || event_mark < mark) {
+    // Every mark up to `now` was published after its work was queued: an event recorded now
+    // follows all of it.
+    const uint64_t now = issued.load(std::memory_order_acquire);
+    auto fresh = std::make_shared<Event>(api->create_event(stream.device));
+    fresh->record(stream);
+    event = std::move(fresh);
+    event_mark = now;
+  }
+  return {event, event_mark};
+}
+
+bool StreamClock::done(uint64_t mark, bool query) {
+  if (completed.load(std::memory_order_acquire) >= mark) return true;
+  if (!query) return false;
+  auto [e, covered] = event_covering(mark);
+  if (!e->query()) return false;
+  uint64_t known = completed.load(std::memory_order_relaxed);
+  // release: pairs with the acquire above; a thread that sees the mark complete may touch what
+  // the work wrote (the device finished it before the query said so).
+  while (known < covered &&
+         !completed.compare_exchange_weak(known, covered, std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+  }
+  return true;
+}
 
 GpuWorkerPool::GpuWorkerPool(OperationRunner* runner, Device device, int compute_streams)
     : runner_(runner), device_(device), api_(DeviceAPI::get(device.type)) {
@@ -33,6 +64,7 @@ GpuWorkerPool::GpuWorkerPool(OperationRunner* runner, Device device, int compute
     auto worker = std::make_unique<Worker>();
     worker->queue = std::make_unique<ReadyQueue>();
     worker->stream = api_->create_stream(device, i < compute_ ? 0 : high);
+    worker->clock = std::make_unique<StreamClock>(worker->stream, api_);
     worker->lane = to_string(device) + (i < compute_    ? " compute " + std::to_string(i)
                                         : i == compute_ ? " copy h2d"
                                                         : " copy d2h");
@@ -87,14 +119,15 @@ GpuWorkerPool::Worker& GpuWorkerPool::choose(OprBlock* op) {
     for (uint32_t i = 0; i < op->num_slots; ++i) {
       const VarSlot& slot = op->slots[i];
       if (!slot.write) continue;
-      void* stream = nullptr;
+      if (!slot.var->gpu_touched.load(std::memory_order_acquire)) continue;
+      StreamClock* clock = nullptr;
       {
         std::lock_guard<SpinLock> lock(slot.var->lock);
-        if (slot.var->gpu) stream = slot.var->gpu->writer.stream;
+        if (slot.var->gpu) clock = slot.var->gpu->writer.clock;
       }
-      if (stream == nullptr) continue;
+      if (clock == nullptr) continue;
       for (int w = 0; w < compute_; ++w) {
-        if (workers_[static_cast<size_t>(w)]->stream.handle == stream) {
+        if (workers_[static_cast<size_t>(w)]->clock.get() == clock) {
           return *workers_[static_cast<size_t>(w)];
         }
       }
@@ -113,26 +146,42 @@ void GpuWorkerPool::worker_main(Worker* worker, int index) {
     std::fprintf(stderr, "weft: %s worker: %s\n", worker->lane.c_str(), e.what());
   }
   RunContext context{device_, worker->stream, index};
-  t_gpu_stream = &worker->stream;
+  t_gpu_clock = worker->clock.get();
   CurrentStreamScope current(worker->stream);  // allocations and frees in ops use this stream
   std::function<void(bool)> on_idle = [this](bool sleep) { runner_->worker_idle(sleep); };
   while (OprBlock* op = worker->queue->pop(on_idle)) runner_->run(op, context);
-  t_gpu_stream = nullptr;
+  t_gpu_clock = nullptr;
   t_gpu_pool = nullptr;
 }
 
-// ---- event bookkeeping (Note [GPU var events]) -----------------------------------------------
+// ---- mark bookkeeping (Note [GPU var events], Note [Lazy stream marks]) ----------------------
 
-void gpu_before_run(OprBlock* op, const Stream& stream) {
-  std::shared_ptr<Event> waits[8];
-  std::vector<std::shared_ptr<Event>> more;
+namespace {
+/// How far a stream already waits for other streams (its owner's thread only; the few clocks a
+/// device has make a list enough).
+struct Waited {
+  const StreamClock* waiter = nullptr;
+  std::vector<StreamMark> upto;
+};
+thread_local Waited t_waited;
+}  // namespace
+
+void gpu_before_run(OprBlock* op, StreamClock& clock) {
+  StreamMark needs[8];
+  std::vector<StreamMark> more;
   int n = 0;
-  auto add = [&](const detail::StreamEvent& e) {
-    if (!e.event || e.stream == stream.handle) return;  // same stream: ordered already
+  auto add = [&](const StreamMark& m) {
+    if (!m || m.clock == &clock) return;  // same stream: ordered already
+    for (int i = 0; i < n; ++i) {
+      if (needs[i].clock == m.clock) {
+        needs[i].mark = std::max(needs[i].mark, m.mark);
+        return;
+      }
+    }
     if (n < 8) {
-      waits[n++] = e.event;
+      needs[n++] = m;
     } else {
-      more.push_back(e.event);
+      more.push_back(m);
     }
   };
   for (uint32_t i = 0; i < op->num_slots; ++i) {
@@ -145,14 +194,31 @@ void gpu_before_run(OprBlock* op, const Stream& stream) {
       for (const auto& r : slot.var->gpu->readers) add(r);
     }
   }
-  for (int i = 0; i < n; ++i) waits[i]->block(stream);
-  for (const auto& e : more) e->block(stream);
+  if (n == 0) return;
+  Waited& waited = t_waited;
+  if (waited.waiter != &clock) {  // a worker owns one stream; reset if that ever changes
+    waited.waiter = &clock;
+    waited.upto.clear();
+  }
+  auto wait_for = [&](const StreamMark& m) {
+    auto it = std::find_if(waited.upto.begin(), waited.upto.end(),
+                           [&](const StreamMark& w) { return w.clock == m.clock; });
+    if (it != waited.upto.end() && it->mark >= m.mark) return;  // waits for it already
+    if (m.clock->done(m.mark, /*query=*/false)) return;         // completed already
+    auto [event, covered] = m.clock->event_covering(m.mark);
+    event->block(clock.stream);
+    if (it != waited.upto.end()) {
+      it->mark = covered;
+    } else {
+      waited.upto.push_back(StreamMark{m.clock, covered});
+    }
+  };
+  for (int i = 0; i < n; ++i) wait_for(needs[i]);
+  for (const auto& m : more) wait_for(m);
 }
 
-void gpu_after_run(OprBlock* op, const Stream& stream) {
-  auto event =
-      std::make_shared<Event>(DeviceAPI::get(stream.device.type)->create_event(stream.device));
-  event->record(stream);
+void gpu_after_run(OprBlock* op, StreamClock& clock) {
+  const StreamMark mark{&clock, clock.issue()};
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     VarSlot& slot = op->slots[i];
     Var* var = slot.var;
@@ -163,43 +229,61 @@ void gpu_after_run(OprBlock* op, const Stream& stream) {
     }
     GpuSync& sync = *var->gpu;
     if (slot.write) {
-      sync.writer = StreamEvent{event, stream.handle};
+      sync.writer = mark;
       sync.readers.clear();  // this write waited for them (gpu_before_run)
     } else {
       auto same = std::find_if(sync.readers.begin(), sync.readers.end(),
-                               [&](const StreamEvent& r) { return r.stream == stream.handle; });
+                               [&](const StreamMark& r) { return r.clock == &clock; });
       if (same != sync.readers.end()) {
-        same->event = event;  // the newer event on a stream covers the older
+        same->mark = mark.mark;  // the newer mark on a stream covers the older
       } else {
-        sync.readers.push_back(StreamEvent{event, stream.handle});
+        sync.readers.push_back(mark);
       }
     }
   }
 }
 
-std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op, bool query) {
-  std::vector<std::shared_ptr<Event>> pending;
+std::vector<StreamMark> gpu_pending_marks(OprBlock* op, bool query) {
+  std::vector<StreamMark> pending;
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     const VarSlot& slot = op->slots[i];
     Var* var = slot.var;
     if (!var->gpu_touched.load(std::memory_order_acquire)) continue;
-    std::vector<std::shared_ptr<Event>> events;
+    StreamMark marks[4];
+    std::vector<StreamMark> more;
+    int n = 0;
     {
       std::lock_guard<SpinLock> lock(var->lock);
       if (!var->gpu) continue;
-      if (var->gpu->writer.event) events.push_back(var->gpu->writer.event);
+      auto add = [&](const StreamMark& m) {
+        if (!m) return;
+        if (n < 4) {
+          marks[n++] = m;
+        } else {
+          more.push_back(m);
+        }
+      };
+      add(var->gpu->writer);
       if (slot.write) {
-        for (const auto& r : var->gpu->readers) events.push_back(r.event);
-        // A writer holds the variable alone: no operation can hang new events on it before this
+        for (const auto& r : var->gpu->readers) add(r);
+        // A writer holds the variable alone: no operation can hang new marks on it before this
         // one has run, and this one runs only once these have completed (now, or when the
         // poller has seen them). So it may forget them here, and finds none when it comes back.
-        var->gpu->writer = StreamEvent{};
+        var->gpu->writer = StreamMark{};
         var->gpu->readers.clear();
       }
     }
-    for (auto& e : events) {
-      if (!query || !e->query()) pending.push_back(std::move(e));
-    }
+    auto keep = [&](const StreamMark& m) {
+      bool complete;
+      try {
+        complete = m.clock->done(m.mark, query);
+      } catch (const std::exception&) {
+        complete = true;  // a faulted device: let the operation run and see it
+      }
+      if (!complete) pending.push_back(m);
+    };
+    for (int k = 0; k < n; ++k) keep(marks[k]);
+    for (const auto& m : more) keep(m);
   }
   return pending;
 }
@@ -222,11 +306,11 @@ void EventPoller::shutdown() {
   thread_.join();
 }
 
-void EventPoller::defer(OprBlock* op, std::vector<std::shared_ptr<Event>> events) {
+void EventPoller::defer(OprBlock* op, std::vector<StreamMark> marks) {
   bool sleeping;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    held_.push_back(Held{op, std::move(events)});
+    held_.push_back(Held{op, std::move(marks)});
     sleeping = sleeping_;
   }
   // While it holds operations the poller polls on its own; a futex wake is a few microseconds
@@ -236,36 +320,46 @@ void EventPoller::defer(OprBlock* op, std::vector<std::shared_ptr<Event>> events
 
 void EventPoller::main() {
   Profiler::global().set_thread_lane("gpu event poller");
-  std::vector<Held> ready;
+  std::vector<Held> scan;
+  std::vector<OprBlock*> ready;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      // What the last scan left goes back first: it was deferred before anything in held_.
+      if (!scan.empty()) {
+        scan.insert(scan.end(), std::make_move_iterator(held_.begin()),
+                    std::make_move_iterator(held_.end()));
+        held_.swap(scan);
+        scan.clear();
+      }
       sleeping_ = true;
       wake_.wait(lock, [&] { return stopping_ || !held_.empty(); });
       sleeping_ = false;
       if (stopping_ && held_.empty()) return;
-      // Query under the lock: cudaEventQuery is a fraction of a microsecond, and defer() is
-      // rare next to the polls.
-      for (auto it = held_.begin(); it != held_.end();) {
-        auto& events = it->events;
-        events.erase(std::remove_if(events.begin(), events.end(),
-                                    [](const std::shared_ptr<Event>& e) {
-                                      try {
-                                        return e->query();
-                                      } catch (const std::exception&) {
-                                        return true;  // a faulted device: let the op see it
-                                      }
-                                    }),
-                     events.end());
-        if (events.empty()) {
-          ready.push_back(std::move(*it));
-          it = held_.erase(it);
-        } else {
-          ++it;
-        }
+      held_.swap(scan);  // scanned outside the lock, so defer() never waits for a scan
+    }
+    for (Held& h : scan) {
+      auto& marks = h.marks;
+      marks.erase(std::remove_if(marks.begin(), marks.end(),
+                                 [](const StreamMark& m) {
+                                   try {
+                                     return m.clock->done(m.mark);
+                                   } catch (const std::exception&) {
+                                     return true;  // a faulted device: let the op see it
+                                   }
+                                 }),
+                  marks.end());
+      if (marks.empty()) {
+        ready.push_back(h.op);
+        h.op = nullptr;
       }
     }
-    for (Held& h : ready) dispatch_(h.op);
+    if (!ready.empty()) {
+      scan.erase(
+          std::remove_if(scan.begin(), scan.end(), [](const Held& h) { return h.op == nullptr; }),
+          scan.end());
+    }
+    for (OprBlock* op : ready) dispatch_(op);
     const bool idle = ready.empty();
     ready.clear();
     if (idle) std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -5,16 +5,47 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "base/spin_lock.h"
 #include "devices/device_api.h"
+#include "engine/var.h"
 #include "engine/worker_pool.h"
 
 namespace weft::detail {
+
+/// The sequence of operations queued on one stream (Note [Lazy stream marks] in engine/var.h).
+/// `issue` is called by the stream's owner only; the other members are thread-safe.
+struct StreamClock {
+  StreamClock(Stream s, DeviceAPI* a) : stream(s), api(a) {}
+  StreamClock(const StreamClock&) = delete;
+  StreamClock& operator=(const StreamClock&) = delete;
+
+  /// Counts one more operation whose work is queued on the stream; returns its mark.
+  uint64_t issue() { return issued.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  /// An event that completes only after the work of `mark` (recorded now when none covers it),
+  /// and the mark it covers.
+  std::pair<std::shared_ptr<Event>, uint64_t> event_covering(uint64_t mark);
+  /// Whether the work of `mark` has completed; with `query` false only what is already known
+  /// (no event is recorded or queried). Throws Error when the device reports a fault.
+  bool done(uint64_t mark, bool query = true);
+
+  const Stream stream;
+  DeviceAPI* const api;
+
+ private:
+  std::atomic<uint64_t> issued{0};
+  std::atomic<uint64_t> completed{0};  ///< every mark up to this one has completed
+  SpinLock lock;                       ///< guards event and event_mark
+  std::shared_ptr<Event> event;        ///< the newest recorded event
+  uint64_t event_mark = 0;             ///< the marks it covers
+};
 
 /// The workers of one GPU. Operations are routed by property: kCopyToDevice to the host-to-device
 /// worker, kCopyFromDevice to the device-to-host worker, everything else to a compute worker
@@ -40,6 +71,7 @@ class GpuWorkerPool final : public WorkerPool {
   struct Worker {
     std::unique_ptr<ReadyQueue> queue;
     Stream stream;
+    std::unique_ptr<StreamClock> clock;
     std::thread thread;
     std::string lane;
   };
@@ -55,22 +87,22 @@ class GpuWorkerPool final : public WorkerPool {
   bool stopped_ = false;
 };
 
-/// The GPU pool whose worker is the calling thread, or null; and that worker's stream.
+/// The GPU pool whose worker is the calling thread, or null; and that worker's stream clock.
 const GpuWorkerPool* current_gpu_pool();
-const Stream* current_gpu_stream();
+StreamClock* current_gpu_clock();
 
-/// Event bookkeeping of GPU operations (Note [GPU var events]).
-/// Before a GPU operation's body: makes `stream` wait for the events on its variables that
-/// belong to other streams.
-void gpu_before_run(OprBlock* op, const Stream& stream);
-/// After a GPU operation's body: records an event on `stream` and hangs it on the variables.
-void gpu_after_run(OprBlock* op, const Stream& stream);
-/// For an operation not run on a GPU stream: the events on its variables still pending (empty
-/// when it may run now). Forgets the events found complete. Without `query`, every event counts
-/// as pending (the poller asks): for deleters, which need not run soon, on a worker's hot path.
-std::vector<std::shared_ptr<Event>> gpu_pending_events(OprBlock* op, bool query = true);
+/// Mark bookkeeping of GPU operations (Note [GPU var events], Note [Lazy stream marks]).
+/// Before a GPU operation's body, on the worker that owns `clock`: makes the stream wait for the
+/// marks on the operation's variables that belong to other streams.
+void gpu_before_run(OprBlock* op, StreamClock& clock);
+/// After a GPU operation's body: counts it on `clock` and hangs its mark on the variables.
+void gpu_after_run(OprBlock* op, StreamClock& clock);
+/// For an operation not run on a GPU stream: the marks on its variables still pending (empty when
+/// it may run now). With `query` false, only marks already known complete are dropped (no event
+/// is recorded or queried): for deleters, which need not run soon, on a worker's hot path.
+std::vector<StreamMark> gpu_pending_marks(OprBlock* op, bool query = true);
 
-/// A thread that holds operations until GPU events complete, then hands them to `dispatch`.
+/// A thread that holds operations until GPU marks complete, then hands them to `dispatch`.
 /// Polls with short sleeps while it holds any (a few tens of microseconds late at most), and
 /// sleeps on a condition variable otherwise. Thread-safe.
 class EventPoller {
@@ -78,15 +110,15 @@ class EventPoller {
   using Dispatch = std::function<void(OprBlock*)>;
   explicit EventPoller(Dispatch dispatch);
   ~EventPoller();
-  /// Holds `op` until every event in `events` has completed.
-  void defer(OprBlock* op, std::vector<std::shared_ptr<Event>> events);
+  /// Holds `op` until every mark in `marks` has completed.
+  void defer(OprBlock* op, std::vector<StreamMark> marks);
   /// Stops the thread. Call only when nothing is held.
   void shutdown();
 
  private:
   struct Held {
     OprBlock* op;
-    std::vector<std::shared_ptr<Event>> events;
+    std::vector<StreamMark> marks;
   };
   void main();
 

@@ -28,15 +28,28 @@ using detail::OpKind;
 //
 // Operations with more than kReadyAtPushSlots distinct variables, all operations while the
 // profiler records (their trace needs the block's timestamps), and operations on a variable that
-// GPU work ever touched (its pending events are waited for on the queued path: Note [GPU var
+// GPU work ever touched (its pending marks are waited for on the queued path: Note [GPU var
 // events] in engine/var.h) take the queued path.
+//
+// Note [Renewed GPU variables]
+// renew_var hands a variable on to a new array with the memory it guards (Note [Recycled
+// storage] in ndarray/ndarray.cc). For a variable of device memory, GPU work on the old array
+// may still be queued when the engine has released it (GPU operations complete when queued).
+// The variable keeps its marks through the renewal, so the new array's first operation orders
+// itself behind that work exactly as a later operation on the old array would have: on the same
+// stream by stream order, on another stream by an event, off the GPU in the poller. That is the
+// order the memory needs, since the old array's work is the only work that touches it. So a GPU
+// array overwritten in a loop (`c = a + b`) gives its memory and variable to the next result
+// with no delete_var, no trip through the pool and no new variable.
 
 VarHandle ThreadedEngine::renew_var(VarHandle handle) {
   Var* var = detail::live_var(handle, "renew_var");
   WEFT_CHECK(var->owner == this) << "renew_var: " << handle << " belongs to another engine";
   std::lock_guard<detail::SpinLock> lock(var->lock);
+  // A variable with GPU work still queued may be renewed: its marks stay (Note [Renewed GPU
+  // variables]).
   if (var->write_running || var->running_reads != 0 || var->head != nullptr || var->deleted ||
-      var->has_error() || var->gpu_touched.load(std::memory_order_acquire)) {
+      var->has_error()) {
     return nullptr;
   }
   // Note [Variable generations]: the old handle is invalid from now on.

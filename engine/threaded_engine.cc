@@ -347,8 +347,8 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
     // Note [GPU var events]: work off the GPU streams waits for GPU work queued on its variables
     // in the poller, not on this thread.
     // A deleter need not run soon: leave the event queries to the poller, off this thread.
-    std::vector<std::shared_ptr<Event>> pending =
-        detail::gpu_pending_events(op, /*query=*/op->kind != OpKind::kDeleteVar);
+    std::vector<detail::StreamMark> pending =
+        detail::gpu_pending_marks(op, /*query=*/op->kind != OpKind::kDeleteVar);
     if (!pending.empty()) {
       poller_->defer(op, std::move(pending));
       return nullptr;
@@ -372,7 +372,7 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   std::exception_ptr error;
   if (on_gpu) {
     try {
-      detail::gpu_before_run(op, context.stream);
+      detail::gpu_before_run(op, *detail::current_gpu_clock());
     } catch (...) {
       return complete(op, std::current_exception(), true);
     }
@@ -503,15 +503,15 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   const bool async_body = op->async_refs.load(std::memory_order_relaxed) != 0;
   if (op->device.type == DeviceType::kCUDA) {
     // Note [GPU var events]: completed on its worker, a GPU operation's work may still be queued
-    // on the stream: hang an event on its variables before releasing them. An asynchronous GPU
+    // on the stream: hang its mark on its variables before releasing them. An asynchronous GPU
     // operation completed from another thread has finished its work already.
-    const Stream* stream = detail::current_gpu_stream();
+    detail::StreamClock* clock = detail::current_gpu_clock();
     const detail::GpuWorkerPool* pool = detail::current_gpu_pool();
-    if (stream != nullptr && pool != nullptr &&
+    if (clock != nullptr && pool != nullptr &&
         pool->runner() == static_cast<const detail::OperationRunner*>(this) &&
         pool->device() == op->device && !op->inherited) {
       try {
-        detail::gpu_after_run(op, *stream);
+        detail::gpu_after_run(op, *clock);
       } catch (...) {
         if (!error) error = std::current_exception();
       }

@@ -243,26 +243,41 @@ std::string describe_failure(const std::string& op_name, std::exception_ptr erro
 }  // namespace detail
 
 // Note [GPU var events]
-// A GPU operation counts as complete once its work is queued on its stream: the engine records
-// an event on the stream after the body returns and hangs it on the variables the operation
-// touched (its writer event on those it wrote, a reader event on those it read), then releases
-// them like any completed operation, so the next GPU operation can be queued at once, long
-// before the first has run. Whoever touches such a variable next orders itself behind those
-// events without blocking a thread:
+// A GPU operation counts as complete once its work is queued on its stream: the engine marks the
+// variables the operation touched with the stream's position after it (its writer mark on those
+// it wrote, a reader mark on those it read), then releases them like any completed operation,
+// so the next GPU operation can be queued at once, long before the first has run. Whoever
+// touches such a variable next orders itself behind those marks without blocking a thread:
 // - a GPU operation on another stream makes its stream wait for them (cudaStreamWaitEvent);
 //   on the same stream, stream order suffices;
 // - a CPU operation, wait_for_var and delete_var's deleter (which frees device memory) are
-//   handed to the engine's event poller, which dispatches them once the events have completed.
+//   handed to the engine's event poller, which dispatches them once the marks have completed.
 // A writer waits for the earlier readers too (their kernels must finish reading before it
-// overwrites); readers keep at most one event per stream, the newest.
+// overwrites); readers keep at most one mark per stream, the newest.
+//
+// Note [Lazy stream marks]
+// A mark is a count, not an event: each stream keeps a clock (detail::StreamClock) of the
+// operations its worker has queued, and an operation's mark is the count after it. Recording a
+// CUDA event for every operation cost a pooled event and a cudaEventRecord on the worker's hot
+// path, and almost none was ever waited for: a chain on one stream is ordered by the stream. An
+// event is recorded only when somebody needs one (another stream, the poller), at that moment,
+// on the marked stream; it covers every operation queued there so far, the marked one among them
+// (its mark was published after its work was queued), so waiting for it is never too early, and
+// one event then serves every later request for a mark it covers. A stream also remembers how
+// far it already waits for each other stream, so a run of readers of one array on another
+// stream waits once, and the poller's checks are mostly a comparison with the highest mark
+// known complete.
 namespace detail {
-struct StreamEvent {
-  std::shared_ptr<Event> event;
-  void* stream = nullptr;  ///< the stream's handle
+struct StreamClock;
+/// A position in a stream's sequence of queued operations (Note [Lazy stream marks]).
+struct StreamMark {
+  StreamClock* clock = nullptr;  ///< null: no GPU work
+  uint64_t mark = 0;
+  explicit operator bool() const { return clock != nullptr; }
 };
 struct GpuSync {
-  StreamEvent writer;
-  std::vector<StreamEvent> readers;
+  StreamMark writer;
+  std::vector<StreamMark> readers;
 };
 }  // namespace detail
 
@@ -284,8 +299,8 @@ class Var {
   int32_t running_reads = 0;   ///< granted reads not yet completed
   bool write_running = false;  ///< a granted write not yet completed
   bool deleted = false;        ///< delete_var was pushed (guarded by `lock` / engine mutex)
-  /// Events of GPU work still queued on it (Note [GPU var events]); null until a GPU operation
-  /// touches it. Guarded by `lock`.
+  /// Marks of GPU work queued on it (Note [GPU var events]); null until a GPU operation touches
+  /// it. Guarded by `lock`.
   std::unique_ptr<detail::GpuSync> gpu;
   /// Set (once) when `gpu` is created, so that CPU-only work skips the lock.
   std::atomic<bool> gpu_touched{false};

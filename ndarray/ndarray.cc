@@ -314,9 +314,35 @@ void NDArray::copy_to(NDArray& dst) const {
 // stream, device-to-host on the copy-out stream, device-to-device on a compute stream of the
 // destination (between two GPUs a peer copy). Event ordering (Note [GPU var events]) puts it
 // behind the kernels that produce the source and before those that read the destination; a CPU
-// reader of a device-to-host result runs once the copy has completed. Ordinary (pageable) host
-// memory makes CUDA stage the transfer itself: the copy-out worker waits for it, the compute
-// streams do not.
+// reader of a device-to-host result runs once the copy has completed.
+//
+// Note [Pinned staging]: CUDA copies ordinary (pageable) host memory synchronously, staging it
+// through a driver buffer, so a copy worker would wait for every large transfer and nothing
+// else could be queued on its stream meanwhile. From kStageMin bytes up weft stages the
+// transfer itself through a block of the pinned pool: copy-in copies the source into the block
+// on the worker and queues an asynchronous host-to-device copy; copy-out queues an asynchronous
+// device-to-host copy into the block and, behind it on the stream, a host function that copies
+// the block into the destination. The block goes back to the pinned pool from a host function
+// queued after the transfer (the pinned pool records no events and calls no CUDA function when
+// a block is freed, which a host function must not). Readers of the destination are ordered
+// behind the stream's position after all of it, host function included. Smaller copies go
+// straight through CUDA's own staging, which is cheaper there than a host function's hop.
+namespace {
+constexpr size_t kStageMin = size_t{64} << 10;
+
+struct StagedCopy {
+  DataPtr block;
+  void* dst = nullptr;  ///< copy-out: the pageable destination; copy-in: null
+  size_t bytes = 0;
+};
+
+void finish_staged_copy(void* arg) {
+  std::unique_ptr<StagedCopy> staged(static_cast<StagedCopy*>(arg));
+  if (staged->dst != nullptr) std::memcpy(staged->dst, staged->block.get(), staged->bytes);
+  // `staged` frees the block into the pinned pool here.
+}
+}  // namespace
+
 void NDArray::copy_across_devices(NDArray& dst) const {
   const Device from = device(), to = dst.device();
   Device run_on = to.type == DeviceType::kCUDA ? to : from;
@@ -331,9 +357,39 @@ void NDArray::copy_across_devices(NDArray& dst) const {
   auto dst_storage = dst.storage_;
   void* dst_ptr = dst.raw_data();
   const void* src_ptr = raw_data();
+  const bool stage =
+      bytes >= kStageMin && ((from.type == DeviceType::kCPU && to.type == DeviceType::kCUDA) ||
+                             (from.type == DeviceType::kCUDA && to.type == DeviceType::kCPU));
+  std::shared_ptr<PooledAllocator> pinned;
+  if (stage) pinned = Runtime::get().shared_allocator(Device{DeviceType::kCUDAHost, 0});
   storage_->engine->push_sync(
-      [src_storage, dst_storage, dst_ptr, src_ptr, bytes, from, to](const RunContext& rc) {
-        DeviceAPI::get(DeviceType::kCUDA)->copy(dst_ptr, to, src_ptr, from, bytes, rc.stream);
+      [src_storage, dst_storage, dst_ptr, src_ptr, bytes, from, to,
+       pinned = std::move(pinned)](const RunContext& rc) {
+        DeviceAPI* api = DeviceAPI::get(DeviceType::kCUDA);
+        if (!pinned) {
+          api->copy(dst_ptr, to, src_ptr, from, bytes, rc.stream);
+          return;
+        }
+        const Device host{DeviceType::kCUDAHost, 0};
+        auto staged = std::make_unique<StagedCopy>();
+        staged->block = pinned->allocate(bytes);
+        staged->bytes = bytes;
+        if (from.type == DeviceType::kCPU) {  // Note [Pinned staging]: copy-in
+          std::memcpy(staged->block.get(), src_ptr, bytes);
+          api->copy(dst_ptr, to, staged->block.get(), host, bytes, rc.stream);
+        } else {  // copy-out
+          api->copy(staged->block.get(), host, src_ptr, from, bytes, rc.stream);
+          staged->dst = dst_ptr;
+        }
+        try {
+          api->launch_host_func(rc.stream, &finish_staged_copy, staged.get());
+        } catch (const Error&) {
+          // No host function: wait here instead, so the block is never freed under the DMA.
+          api->synchronize(rc.stream);
+          finish_staged_copy(staged.release());
+          return;
+        }
+        staged.release();  // finish_staged_copy owns it now
       },
       run_on, {storage_->var}, {dst.storage_->var}, property, 0, "copy_to");
 }

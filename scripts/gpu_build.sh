@@ -11,20 +11,7 @@ out=${OUT:-/tmp/weft-gpu}
 mkdir -p "$out"
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 
-bash .gpu/unpack-debs.sh .gpu/debs /tmp/deps >/dev/null || exit 1
-eval "$(bash .gpu/unpack-debs.sh --env /tmp/deps)"
-# cuDNN and cuBLAS: the toolkit's when present, else the pip wheels beside PyTorch.
-site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-cudnn_root=""
-if [ ! -f /usr/local/cuda/include/cudnn.h ] && [ -d "$site/nvidia/cudnn" ]; then
-  cudnn_root="$site/nvidia/cudnn"
-  [ -e "$cudnn_root/lib/libcudnn.so" ] || ln -sf libcudnn.so.9 "$cudnn_root/lib/libcudnn.so"
-  export LD_LIBRARY_PATH=$cudnn_root/lib:$LD_LIBRARY_PATH
-fi
-for lib in cublas cuda_runtime nvjitlink; do
-  [ -d "$site/nvidia/$lib/lib" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$site/nvidia/$lib/lib
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" 2>&1
+source scripts/gpu_env.sh || exit 1
 log "device: $(cat "$out/device.txt"); nvcc: $(nvcc --version | tail -1); cudnn root: ${cudnn_root:-toolkit}"
 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \

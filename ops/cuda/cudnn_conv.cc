@@ -3,15 +3,22 @@
 // ops of the family are in cudnn_nn.cc.
 //
 // Note [cuDNN algorithm choice]: an algorithm is chosen once per (direction, geometry, dtype,
-// device) with cudnnGet*Algorithm_v7 (heuristics; nothing runs, so an output that is accumulated
-// into is never clobbered by a trial) and kept in a process-wide map under a mutex. float32 and
-// float64 run in CUDNN_FMA_MATH (no TF32) and skip the FFT and Winograd algorithms when another
-// one works, so results match the CPU's direct sums to rounding; float16/bfloat16 allow tensor
-// cores and accumulate in float. The workspace comes from Scratch on the op's stream.
+// device) and kept in a process-wide map under a mutex. By default it is measured, as MXNet's
+// cudnn_tune=fastest and PyTorch's cudnn.benchmark do: cudnnFind*AlgorithmEx times the candidates
+// on the operation's own inputs, writing into a scratch output of the result's size (so an
+// output that is accumulated into is never clobbered by a trial), with up to kTrialWorkspace of
+// scratch workspace. That costs one host wait the first time a geometry runs. With
+// WEFT_CUDNN_ALGO=heuristic (or when the trial buffers cannot be had) the choice is
+// cudnnGet*Algorithm_v7's ranking, where nothing runs. float32 and float64 run in CUDNN_FMA_MATH
+// (no TF32) and skip the FFT and Winograd algorithms when another one works, so results match
+// the CPU's direct sums to rounding; float16/bfloat16 allow tensor cores and accumulate in float.
+// The workspace comes from Scratch on the op's stream.
 #include "ops/cuda/cudnn_conv.h"
 
 #include <cudnn.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -174,8 +181,90 @@ AlgoChoice pick(Dir dir, const Perf* perf, int count, bool need_direct) {
   return {static_cast<int>(first->algo), first->memory, first->mathType};
 }
 
-AlgoChoice choose(Dir dir, const ConvDescs& d, const ConvGeom& g, DType dtype,
-                  const OpContext& ctx) {
+/// The inputs of a trial: the two operands the direction reads and the size of what it writes.
+struct TrialArgs {
+  const void* a;
+  const void* b;
+  size_t out_bytes;
+};
+
+constexpr size_t kTrialWorkspace = size_t{256} << 20;
+
+bool measure_algorithms() {
+  static const bool measure = [] {
+    const char* v = std::getenv("WEFT_CUDNN_ALGO");
+    return v == nullptr || std::strcmp(v, "heuristic") != 0;
+  }();
+  return measure;
+}
+
+/// The heuristics' ranking (nothing runs on the device).
+AlgoChoice rank(Dir dir, const ConvDescs& d, cudnnHandle_t h, bool need_direct) {
+  constexpr int kMax = 16;
+  int count = 0;
+  if (dir == Dir::kFwd) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    WEFT_CUDA_CALL(
+        cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kMax, &count, perf),
+        d.dev);
+    return pick(dir, perf, count, need_direct);
+  }
+  if (dir == Dir::kBwdData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+    WEFT_CUDA_CALL(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kMax, &count, perf),
+        d.dev);
+    return pick(dir, perf, count, need_direct);
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+  WEFT_CUDA_CALL(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kMax, &count, perf),
+      d.dev);
+  return pick(dir, perf, count, need_direct);
+}
+
+/// The measured ranking (Note [cuDNN algorithm choice]): runs the candidates on the trial's
+/// operands into scratch memory and picks the fastest allowed one.
+AlgoChoice measure(Dir dir, const ConvDescs& d, cudnnHandle_t h, bool need_direct,
+                   const OpContext& ctx, const TrialArgs& t, size_t min_ws) {
+  const Stream& stream = ctx.run.stream;
+  DataPtr out = ctx.temp_allocator->allocate_on(t.out_bytes, stream);
+  DataPtr ws;
+  size_t ws_bytes = std::max(kTrialWorkspace, min_ws);
+  try {
+    ws = ctx.temp_allocator->allocate_on(ws_bytes, stream);
+  } catch (const OutOfMemory&) {
+    ws_bytes = min_ws;
+    if (ws_bytes != 0) ws = ctx.temp_allocator->allocate_on(ws_bytes, stream);
+  }
+  constexpr int kMax = 16;
+  int count = 0;
+  if (dir == Dir::kFwd) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    WEFT_CUDA_CALL(
+        cudnnFindConvolutionForwardAlgorithmEx(h, d.x, t.a, d.w, t.b, d.conv, d.y, out.get(), kMax,
+                                               &count, perf, ws.get(), ws_bytes),
+        d.dev);
+    return pick(dir, perf, count, need_direct);
+  }
+  if (dir == Dir::kBwdData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+    WEFT_CUDA_CALL(
+        cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, t.a, d.y, t.b, d.conv, d.x, out.get(),
+                                                    kMax, &count, perf, ws.get(), ws_bytes),
+        d.dev);
+    return pick(dir, perf, count, need_direct);
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+  WEFT_CUDA_CALL(
+      cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, t.a, d.y, t.b, d.conv, d.w, out.get(),
+                                                    kMax, &count, perf, ws.get(), ws_bytes),
+      d.dev);
+  return pick(dir, perf, count, need_direct);
+}
+
+AlgoChoice choose(Dir dir, const ConvDescs& d, const ConvGeom& g, DType dtype, const OpContext& ctx,
+                  const TrialArgs& trial) {
   static std::mutex mu;
   static std::unordered_map<std::string, AlgoChoice> cache;
   const std::string key = algo_key(dir, g, dtype, device_of(ctx));
@@ -186,27 +275,13 @@ AlgoChoice choose(Dir dir, const ConvDescs& d, const ConvGeom& g, DType dtype,
   }
   cudnnHandle_t h = handles(ctx).cudnn;
   const bool need_direct = dtype == DType::kFloat32 || dtype == DType::kFloat64;
-  constexpr int kMax = 16;
-  int count = 0;
-  AlgoChoice c;
-  if (dir == Dir::kFwd) {
-    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-    WEFT_CUDA_CALL(
-        cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kMax, &count, perf),
-        d.dev);
-    c = pick(dir, perf, count, need_direct);
-  } else if (dir == Dir::kBwdData) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-    WEFT_CUDA_CALL(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kMax, &count, perf),
-        d.dev);
-    c = pick(dir, perf, count, need_direct);
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-    WEFT_CUDA_CALL(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kMax, &count, perf),
-        d.dev);
-    c = pick(dir, perf, count, need_direct);
+  AlgoChoice c = rank(dir, d, h, need_direct);
+  if (measure_algorithms() && ctx.temp_allocator != nullptr) {
+    try {
+      c = measure(dir, d, h, need_direct, ctx, trial, c.ws);
+    } catch (const Error&) {
+      // No trial memory, or cuDNN refused the search: keep the heuristics' choice.
+    }
   }
   // The ranking's memory figure can be stale for the math type; ask for the exact size.
   WEFT_CUDA_CALL(cudnnSetConvolutionMathType(d.conv, c.math), d.dev);
@@ -251,7 +326,8 @@ void cudnn_conv_forward(const OpContext& ctx, const ConvGeom& g, DType dtype, co
     return;
   }
   ConvDescs d(g, dtype, device_of(ctx));
-  const AlgoChoice c = choose(Dir::kFwd, d, g, dtype, ctx);
+  const size_t y_bytes = static_cast<size_t>(g.batch * g.out_c * g.out_size()) * dtype_size(dtype);
+  const AlgoChoice c = choose(Dir::kFwd, d, g, dtype, ctx, TrialArgs{x, w, y_bytes});
   WEFT_CUDA_CALL(cudnnSetConvolutionMathType(d.conv, c.math), d.dev);
   Scratch ws(ctx, c.ws);
   const Scales s(dtype, add);
@@ -268,7 +344,8 @@ void cudnn_conv_backward_data(const OpContext& ctx, const ConvGeom& g, DType dty
     return;
   }
   ConvDescs d(g, dtype, device_of(ctx));
-  const AlgoChoice c = choose(Dir::kBwdData, d, g, dtype, ctx);
+  const size_t dx_bytes = static_cast<size_t>(g.batch * g.in_c * g.in_size()) * dtype_size(dtype);
+  const AlgoChoice c = choose(Dir::kBwdData, d, g, dtype, ctx, TrialArgs{w, dy, dx_bytes});
   WEFT_CUDA_CALL(cudnnSetConvolutionMathType(d.conv, c.math), d.dev);
   Scratch ws(ctx, c.ws);
   const Scales s(dtype, add);
@@ -286,7 +363,8 @@ void cudnn_conv_backward_filter(const OpContext& ctx, const ConvGeom& g, DType d
     return;
   }
   ConvDescs d(g, dtype, device_of(ctx));
-  const AlgoChoice c = choose(Dir::kBwdFilter, d, g, dtype, ctx);
+  const size_t dw_bytes = static_cast<size_t>(g.out_c * g.col_rows()) * dtype_size(dtype);
+  const AlgoChoice c = choose(Dir::kBwdFilter, d, g, dtype, ctx, TrialArgs{x, dy, dw_bytes});
   WEFT_CUDA_CALL(cudnnSetConvolutionMathType(d.conv, c.math), d.dev);
   Scratch ws(ctx, c.ws);
   const Scales s(dtype, add);

@@ -73,6 +73,31 @@ TEST(GpuNDArray, PinnedHostArraysCopyAsynchronouslyAndCpuReadersWait) {
   expect_close(back, invoke1("_mul_scalar", {x}, {{"scalar", "32"}}), 0, 0, "pinned round trip");
 }
 
+// Note [Pinned staging]: large copies from and to ordinary (pageable) host memory go through
+// blocks of the pinned pool; many in flight at once, of odd byte counts around the threshold,
+// each arrives exact, and a CPU operation reading a copy-out result sees all of it.
+TEST(GpuNDArray, LargePageableCopiesAreStagedAndExact) {
+  REQUIRE_GPU();
+  std::vector<NDArray> sources, results;
+  for (int64_t bytes : {(64 << 10) - 1, 64 << 10, (64 << 10) + 3, 1 << 20, (3 << 20) + 7}) {
+    NDArray host = invoke1("Cast", {NDArray::uniform(Shape{bytes}, 0, 255)}, {{"dtype", "uint8"}});
+    NDArray dev = host.copy_to(kGpu);
+    NDArray twice = invoke1("_mul_scalar", {dev}, {{"scalar", "1"}});  // a kernel between
+    results.push_back(twice.copy_to(Device::cpu()));
+    sources.push_back(std::move(host));
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const NDArray& back = results[i];
+    ASSERT_EQ(back.nbytes(), sources[i].nbytes());
+    NDArray summed = invoke1("sum", {invoke1("Cast", {back}, {{"dtype", "float64"}})});
+    NDArray expected = invoke1("sum", {invoke1("Cast", {sources[i]}, {{"dtype", "float64"}})});
+    EXPECT_EQ(summed.item(), expected.item()) << "copy " << i << " (CPU reader behind copy-out)";
+    back.wait_to_read();
+    EXPECT_EQ(std::memcmp(back.raw_data(), sources[i].raw_data(), back.nbytes()), 0)
+        << "copy " << i << " of " << back.nbytes() << " bytes";
+  }
+}
+
 TEST(GpuNDArray, ImperativeOperatorsMatchTheCpu) {
   REQUIRE_GPU();
   NDArray x = NDArray::uniform(Shape{4, 3, 9, 9}, -1, 1);
@@ -133,6 +158,51 @@ TEST(GpuNDArray, ManySmallOpsInFlightStayOrdered) {
   NDArray a = NDArray::zeros(Shape{1}, DType::kFloat32, kGpu);
   for (int i = 0; i < 2000; ++i) a = invoke1("_plus_scalar", {a}, {{"scalar", "1"}});
   EXPECT_EQ(a.item(), 2000.0);
+}
+
+// Note [Renewed GPU variables]: an array of device memory dropped while a slow kernel still
+// writes it gives its memory and variable to the next array of its size, whose first kernel may
+// run on another stream. The new array must see only its own values: its writer waits for the
+// slow kernel through the variable's marks.
+TEST(GpuNDArray, RecycledDeviceMemoryWaitsForTheOldArraysWork) {
+  REQUIRE_GPU();
+  // 64×64 float32 results (16 KiB, recyclable) of products slow enough to still run when the
+  // next array takes their memory.
+  NDArray p = NDArray::uniform(Shape{64, 1 << 17}, -1, 1).copy_to(kGpu);
+  NDArray q = NDArray::uniform(Shape{1 << 17, 64}, -1, 1).copy_to(kGpu);
+  std::vector<NDArray> kept;
+  for (int i = 0; i < 12; ++i) {
+    {
+      NDArray slow = invoke1("dot", {p, q});  // dropped at once, still queued on the device
+    }
+    NDArray fresh = NDArray::zeros(Shape{64, 64}, DType::kFloat32, kGpu);
+    kept.push_back(invoke1("_plus_scalar", {fresh}, {{"scalar", std::to_string(i)}}));
+    kept.push_back(std::move(fresh));
+  }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const double expected = k % 2 == 0 ? static_cast<double>(k / 2) : 0.0;
+    std::vector<double> v = kept[k].to_doubles();
+    int wrong = 0;
+    for (double x : v) wrong += x != expected;
+    EXPECT_EQ(wrong, 0) << "array " << k << " (expected all " << expected << ")";
+  }
+}
+
+// Independent tiny operations on the two compute streams read one array and overwrite their
+// results in a loop (the tiny-op benchmark's pattern): every result holds its own value.
+TEST(GpuNDArray, TinyOpsOverwrittenInALoopKeepTheirValues) {
+  REQUIRE_GPU();
+  NDArray a = NDArray::full(Shape{3}, 5.0, DType::kFloat32, kGpu);
+  std::vector<NDArray> keep(64);
+  for (int round = 0; round < 50; ++round) {
+    for (size_t i = 0; i < keep.size(); ++i) {
+      keep[i] = invoke1("_plus_scalar", {a}, {{"scalar", std::to_string(round * 100 + i)}});
+    }
+  }
+  for (size_t i = 0; i < keep.size(); ++i) {
+    std::vector<double> v = keep[i].to_doubles();
+    for (double x : v) EXPECT_EQ(x, 5.0 + 49 * 100 + static_cast<double>(i)) << "result " << i;
+  }
 }
 
 }  // namespace

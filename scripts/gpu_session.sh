@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, in one call: sets up the dependencies (scripts/gpu_env.sh), takes the
+# binaries from .gpu/bundle.tar.xz when they run there (made here by scripts/gpu_bundle.sh),
+# else builds them (scripts/gpu_build.sh), then runs every GPU suite and bench/gpu against
+# PyTorch (scripts/gpu_test.sh --bench) and the tiny-op figures with one compute stream. Logs and
+# $OUT/summary.txt come back; the summary is printed last.
+#   bash scripts/gpu_session.sh            (with .gpu carried)
+set -uo pipefail
+out=${OUT:-/tmp/weft-gpu}
+mkdir -p "$out"
+export OUT=$out PYTHONUNBUFFERED=1
+t0=$(date +%s)
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+source scripts/gpu_env.sh || { log "dependency setup failed"; exit 1; }
+log "device: $(cat "$out/device.txt"); cudnn: ${cudnn_root:-toolkit}"
+
+prebuilt=no
+if [ -f .gpu/bundle.tar.xz ]; then
+  rm -rf build-gpu && mkdir -p build-gpu && tar -C build-gpu -xJf .gpu/bundle.tar.xz
+  missing=$(ldd build-gpu/tests/weft_ops_tests build-gpu/tests/weft_gpu_tests 2>&1 | grep "not found" | sort -u)
+  if [ -z "$missing" ] && build-gpu/tests/weft_devices_tests --gtest_list_tests > /dev/null 2>&1; then
+    prebuilt=yes
+    log "prebuilt binaries of $(head -1 build-gpu/COMMIT) (uncommitted: $(($(wc -l < build-gpu/COMMIT) - 1)) paths)"
+  else
+    log "prebuilt binaries do not run here: ${missing:-they fail to start}; building"
+    rm -rf build-gpu
+  fi
+fi
+if [ $prebuilt = no ]; then
+  bash scripts/gpu_build.sh weft_gpu_engine_tests weft_gpu_tests weft_ops_tests weft_devices_tests \
+    weft_memory_tests weft_cli weft_gpu_bench || exit 1
+fi
+log "ready after $(( $(date +%s) - t0 )) s"
+bash scripts/gpu_test.sh --bench
+for streams in 1 4; do
+  WEFT_GPU_STREAMS=$streams timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>&1 |
+    grep -E "tiny|chain" | sed "s/^/streams=$streams: /" | tee -a "$out/summary.txt"
+done
+log "done after $(( $(date +%s) - t0 )) s"
+echo; echo "==== summary"; cat "$out/summary.txt"
