@@ -1,8 +1,10 @@
 // CUDA kernels: the rnn family (see ops/cuda/register.h): the fused `RNN` and `_backward_RNN`.
-// The structure is ops/cpu/rnn_cell.h's, step for step: cuBLAS GEMMs for the input projections of
-// all time steps at once and for the recurrent projection of each step, an own kernel for each
-// step's gates (ops/cuda/rnn_kernels.cu), and BPTT in `_backward_RNN`, which recomputes the
-// forward pass with a trace exactly as the CPU kernel does. float32 and float64.
+// cuDNN runs them when it computes what weft does (ops/cuda/cudnn_rnn.cc, Note [cuDNN RNN
+// coverage]); this file holds the dispatch and the fallback, weft's own kernels. Their structure
+// is ops/cpu/rnn_cell.h's, step for step: cuBLAS GEMMs for the input projections of all time
+// steps at once and for the recurrent projection of each step, an own kernel for each step's
+// gates (ops/cuda/rnn_kernels.cu), and BPTT in `_backward_RNN`, which recomputes the forward pass
+// with a trace exactly as the CPU kernel does. The fallback takes float32 and float64.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <type_traits>
 
 #include "ops/cuda/cudnn_nn_kernels.h"
+#include "ops/cuda/cudnn_rnn.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
 #include "ops/cuda/rnn_kernels.h"
@@ -315,6 +318,8 @@ void rnn_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
     WEFT_CHECK_AS(NotImplemented, r != OpReq::kAdd)
         << attrs.where() << ": req kAdd is not supported for outputs";
   }
+  if (cudnn_rnn_forward(attrs, ctx, in, req, out)) return;
+  count_rnn_fallback();
   switch (in[0].dtype()) {
     case DType::kFloat32:
       rnn_forward_typed<float>(attrs, ctx, in, req, out);
@@ -371,6 +376,8 @@ void rnn_backward_typed(const OpAttrs& attrs, const OpContext& ctx, std::span<co
 void rnn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   check_implemented(attrs);
+  if (cudnn_rnn_backward(attrs, ctx, in, req, out)) return;
+  count_rnn_fallback();
   switch (in[0].dtype()) {
     case DType::kFloat32:
       rnn_backward_typed<float>(attrs, ctx, in, req, out);
@@ -387,6 +394,9 @@ void rnn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }  // namespace
 
 void register_rnn_kernels(OpRegistry& r) {
+  // One implementation in the kernel slot: cuDNN declines per application (by returning false),
+  // which the slot's ordered list cannot express (its first kernel always runs), so the dispatch
+  // is inside; rnn_path_counts() tells which path ran.
   r.register_op("RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_forward, "cuda");
   r.register_op("_backward_RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_backward, "cuda");
 }

@@ -1,6 +1,8 @@
 // The fused RNN's CUDA kernels (ops/cuda/rnn.cc) against the CPU kernels: every mode, stacked
 // and bidirectional layers, sequence lengths, LSTM cell clipping, the dropout mask path, both
-// float types, and kAdd on the backward op's gradients.
+// float types, and kAdd on the backward op's gradients. Most of these run through cuDNN now, the
+// zero lengths, clipping and mask cases on weft's own kernels; cuda_rnn_cudnn_test.cc checks
+// which path runs.
 #include <string>
 #include <vector>
 
