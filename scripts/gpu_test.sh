@@ -14,7 +14,7 @@ run() {  # name, command...
   timeout 150 "$@" > "$out/$name.log" 2>&1
   local rc=$?
   local tally
-  tally=$(grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$out/$name.log" | grep -v "^\[  FAILED  \] [A-Z].*\." | tr '\n' ' ')
+  tally=$(grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[,.]" "$out/$name.log" | tr '\n' ' ')
   echo "== $name rc=$rc $(( $(date +%s) - start ))s $tally" | tee -a "$out/summary.txt"
   grep -E "^\[  FAILED  \] " "$out/$name.log" | sort -u | head -40 | tee -a "$out/summary.txt"
 }
@@ -23,8 +23,8 @@ run gpu_ndarray "$b/tests/weft_gpu_tests"
 run cuda_ops "$b/tests/weft_ops_tests" --gtest_filter='*Cuda*:*cuda*'
 run devices "$b/tests/weft_devices_tests"
 run memory "$b/tests/memory/weft_memory_tests"
-"$b/tools/weft" ops --all > "$out/ops_listing.txt" 2>&1 || "$b/tools/weft" ops > "$out/ops_listing.txt" 2>&1
-echo "== weft ops: $(grep -c 'kernels: cpu cuda' "$out/ops_listing.txt") ops list 'kernels: cpu cuda'" | tee -a "$out/summary.txt"
+"$b/tools/weft" ops --backward > "$out/ops_listing.txt" 2>&1
+echo "== weft ops: $(grep -c 'kernels: cpu cuda' "$out/ops_listing.txt") ops (backward ones included) list 'kernels: cpu cuda' of $(grep -c 'kernels:' "$out/ops_listing.txt")" | tee -a "$out/summary.txt"
 if [ "${1:-}" = --bench ]; then
   WEFT_GPU_BENCH_BIN=$b/bench/gpu/weft_gpu_bench timeout 240 bash bench/gpu/run.sh > "$out/bench_gpu.txt" 2>&1
   cat "$out/bench_gpu.txt" | tee -a "$out/summary.txt"

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -201,10 +202,14 @@ TEST(PoolHammerTest, ConcurrentOutOfMemoryRecoveryLeaksNothing) {
   const int iterations = scaled(400, 60);
   Findings findings;
   std::vector<std::thread> threads;
+  // All threads start together: a thread that ran its iterations alone, before the others were
+  // scheduled, would never see the budget run out (seen on a 2-core machine).
+  std::latch start(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(99u + static_cast<uint32_t>(t));
       std::vector<Item> live;
+      start.arrive_and_wait();
       for (int i = 0; i < iterations; ++i) {
         Item item;
         item.bytes = rng() % 2 == 0 ? 1 + rng() % (256 * KiB) : MiB + rng() % (2 * MiB);
@@ -235,9 +240,12 @@ TEST(PoolHammerTest, ConcurrentOutOfMemoryRecoveryLeaksNothing) {
   for (std::thread& thread : threads) thread.join();
 
   EXPECT_EQ(findings.corrupted.load(), 0);
-  EXPECT_GT(findings.out_of_memory.load(), 0) << "the budget was meant to run out";
+  // The budget runs out: some allocation released the caches and retried. Whether a retry then
+  // still failed (an OutOfMemory the thread saw) depends on the interleaving, so it is counted
+  // but not required.
   const PoolStats s = pool.stats();
-  EXPECT_GT(s.oom_recoveries, 0u);
+  EXPECT_GT(s.oom_recoveries, 0u) << "the budget was meant to run out ("
+                                  << findings.out_of_memory.load() << " allocations failed)";
   EXPECT_EQ(s.in_use_bytes, 0u);
   EXPECT_EQ(s.allocations, s.frees);
   EXPECT_EQ(upstream->live_bytes(), s.reserved_bytes);
