@@ -5,8 +5,10 @@
 // Note [CUDA optimizer updates]
 // Each element is updated in double, like the CPU kernel, with the state (momentum, mean, var)
 // rounded to the data type before it enters the weight, so both devices round at the same
-// places. The states are written even when the output's request is kNull; the output may alias
-// the weight (each thread reads w[i] before writing out[i]).
+// places. float16/bfloat16 weights, gradients and states (CUDA only; the CPU kernels refuse
+// them) are updated in float32 (wide_t) the same way, rounded to the 16-bit type when stored. The
+// states are written even when the output's request is kNull; the output may alias the weight (each
+// thread reads w[i] before writing out[i]).
 #include <cmath>
 
 #include "ops/cuda/kernel_util.h"
@@ -22,7 +24,8 @@ void register_image_kernels(OpRegistry& r);            // image.cu
 
 namespace {
 
-__device__ __forceinline__ double clip_grad(double g, double bound) {
+template <typename W>
+__device__ __forceinline__ W clip_grad(W g, W bound) {
   return bound >= 0 ? fmin(fmax(g, -bound), bound) : g;
 }
 
@@ -34,46 +37,51 @@ struct UpdateArgs {
 
 enum UpdateKind : int { kSgd, kSgdMom, kAdam, kAdamW, kCopy };
 
+// W = wide_t<DT>: double for float32/float64, float for float16/bfloat16.
 template <typename DT, int kKind>
 __global__ void update_kernel(const DT* w, const DT* __restrict__ g, DT* s1, DT* s2, DT* out,
-                              int req, int64_t n, UpdateArgs a) {
+                              int req, int64_t n, UpdateArgs args) {
+  using W = wide_t<DT>;
+  const W lr = static_cast<W>(args.lr), wd = static_cast<W>(args.wd);
+  const W rescale = static_cast<W>(args.rescale_grad), clip = static_cast<W>(args.clip_gradient);
+  const W momentum = static_cast<W>(args.momentum), beta1 = static_cast<W>(args.beta1);
+  const W beta2 = static_cast<W>(args.beta2), epsilon = static_cast<W>(args.epsilon);
+  const W eta = static_cast<W>(args.eta);
   WEFT_CUDA_KERNEL_LOOP(i, n) {
-    const double wi = static_cast<double>(w[i]);
-    double r;
+    const W wi = widen(w[i]);
+    W r;
     if constexpr (kKind == kSgd) {
-      const double gi = clip_grad(a.rescale_grad * static_cast<double>(g[i]), a.clip_gradient);
-      r = wi - a.lr * (gi + a.wd * wi);
+      const W gi = clip_grad(rescale * widen(g[i]), clip);
+      r = wi - lr * (gi + wd * wi);
     } else if constexpr (kKind == kSgdMom) {
-      const double gi = clip_grad(a.rescale_grad * static_cast<double>(g[i]), a.clip_gradient);
-      const DT m =
-          static_cast<DT>(a.momentum * static_cast<double>(s1[i]) - a.lr * (gi + a.wd * wi));
+      const W gi = clip_grad(rescale * widen(g[i]), clip);
+      const DT m = narrow<DT>(momentum * widen(s1[i]) - lr * (gi + wd * wi));
       s1[i] = m;
-      r = wi + static_cast<double>(m);
+      r = wi + widen(m);
     } else if constexpr (kKind == kAdam || kKind == kAdamW) {
-      double gi;
+      W gi;
       if constexpr (kKind == kAdam) {
-        gi = clip_grad(a.rescale_grad * static_cast<double>(g[i]) + a.wd * wi, a.clip_gradient);
+        gi = clip_grad(rescale * widen(g[i]) + wd * wi, clip);
       } else {
-        gi = clip_grad(a.rescale_grad * static_cast<double>(g[i]), a.clip_gradient);
+        gi = clip_grad(rescale * widen(g[i]), clip);
       }
-      const DT m = static_cast<DT>(a.beta1 * static_cast<double>(s1[i]) + (1 - a.beta1) * gi);
-      const DT v = static_cast<DT>(a.beta2 * static_cast<double>(s2[i]) + (1 - a.beta2) * gi * gi);
+      const DT m = narrow<DT>(beta1 * widen(s1[i]) + (W(1) - beta1) * gi);
+      const DT v = narrow<DT>(beta2 * widen(s2[i]) + (W(1) - beta2) * gi * gi);
       s1[i] = m;
       s2[i] = v;
-      const double step =
-          a.lr * static_cast<double>(m) / (sqrt(static_cast<double>(v)) + a.epsilon);
+      const W step = lr * widen(m) / (sqrt(widen(v)) + epsilon);
       if constexpr (kKind == kAdam) {
         r = wi - step;
       } else {
-        r = wi - a.eta * (step + a.wd * wi);
+        r = wi - eta * (step + wd * wi);
       }
     } else {
       r = wi;
     }
     if (req == kReqAdd) {
-      out[i] = static_cast<DT>(static_cast<double>(out[i]) + r);
+      out[i] = narrow<DT>(widen(out[i]) + r);
     } else if (req == kReqWrite) {
-      out[i] = static_cast<DT>(r);
+      out[i] = narrow<DT>(r);
     }
   }
 }
@@ -83,7 +91,15 @@ void launch_update(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
                    OpReq req, const TensorView& out, const UpdateArgs& a) {
   const int64_t n = out.size();
   if (n == 0) return;
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(), {
+  for (size_t i = 1; i < in.size(); ++i) {
+    WEFT_CHECK(in[i].dtype() == in[0].dtype())
+        << attrs.where() << ": input " << i << " has dtype " << dtype_name(in[i].dtype())
+        << " but the weight has " << dtype_name(in[0].dtype());
+  }
+  WEFT_CHECK(out.dtype() == in[0].dtype())
+      << attrs.where() << ": output has dtype " << dtype_name(out.dtype()) << " but the weight has "
+      << dtype_name(in[0].dtype());
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     DT* s1 = in.size() > 2 ? typed<DT>(in[2]) : nullptr;
     DT* s2 = in.size() > 3 ? typed<DT>(in[3]) : nullptr;
     update_kernel<DT, kKind><<<grid_for(n), kBlockSize, 0, stream_of(ctx)>>>(

@@ -8,6 +8,11 @@
 // double (as the CPU does) by one block per channel with a two-pass mean/variance, which keeps
 // the variance exact for data far from zero; a per-channel kernel then folds them into
 // scale/shift rounded to the data type, as the CPU does, before the elementwise pass.
+// float16/bfloat16 data (CUDA only; the CPU kernels refuse it) is mixed precision as in MXNet:
+// gamma, beta, the moving statistics and the mean/var outputs are float32
+// (batch_norm_param_type), and everything is computed and reduced in float32 (wide_t), the data
+// rounded to the 16-bit type only when stored. LayerNorm keeps one type for all its tensors, as
+// MXNet does, and computes 16-bit data in float32 too.
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/norm_util.cuh"
 #include "ops/cuda/register.h"
@@ -25,67 +30,89 @@ using detail::LayerNormParam;
 
 constexpr int kReduceBlock = 512;
 
-// Per channel c of x viewed as (outer, C, inner): mean and biased variance, in double.
+// Per channel c of x viewed as (outer, C, inner): mean and biased variance, in wide_t<DT>.
 template <typename DT>
 __global__ void bn_stats_kernel(const DT* __restrict__ x, int64_t outer, int64_t C, int64_t inner,
-                                double* __restrict__ mean, double* __restrict__ var) {
-  __shared__ double shm[32];
+                                wide_t<DT>* __restrict__ mean, wide_t<DT>* __restrict__ var) {
+  using W = wide_t<DT>;
+  __shared__ W shm[32];
   const int64_t c = blockIdx.x;
   const int64_t m = outer * inner;
-  double s = 0;
+  W s = 0;
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t o = j / inner, i = j - o * inner;
-    s += static_cast<double>(x[(o * C + c) * inner + i]);
+    s += widen(x[(o * C + c) * inner + i]);
   }
-  const double mu = block_sum(s, shm) / static_cast<double>(m);
-  double q = 0;
+  const W mu = block_sum(s, shm) / static_cast<W>(m);
+  W q = 0;
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t o = j / inner, i = j - o * inner;
-    const double d = static_cast<double>(x[(o * C + c) * inner + i]) - mu;
+    const W d = widen(x[(o * C + c) * inner + i]) - mu;
     q += d * d;
   }
   q = block_sum(q, shm);
   if (threadIdx.x == 0) {
     mean[c] = mu;
-    var[c] = q / static_cast<double>(m);
+    var[c] = q / static_cast<W>(m);
   }
 }
 
 // Per channel: scale/shift for the elementwise pass, the mean/var outputs, the moving update.
-template <typename DT>
-__global__ void bn_finalize_kernel(int64_t C, const double* bmean, const double* bvar,
-                                   const DT* gamma, const DT* beta, DT* moving_mean, DT* moving_var,
-                                   DT* mean_out, int req_mean, DT* var_out, int req_var, DT* scale,
-                                   DT* shift, bool use_batch, bool fix_gamma, double eps,
+// PT (acc_t<DT>) is the parameter type: DT for float32/float64, float for the 16-bit types.
+template <typename DT, typename PT = acc_t<DT>>
+__global__ void bn_finalize_kernel(int64_t C, const wide_t<DT>* bmean, const wide_t<DT>* bvar,
+                                   const PT* gamma, const PT* beta, PT* moving_mean, PT* moving_var,
+                                   PT* mean_out, int req_mean, PT* var_out, int req_var, PT* scale,
+                                   PT* shift, bool use_batch, bool fix_gamma, double eps,
                                    double momentum) {
+  using W = wide_t<DT>;
+  const W mom = static_cast<W>(momentum);
   WEFT_CUDA_KERNEL_LOOP(c, C) {
-    const double mu = use_batch ? bmean[c] : static_cast<double>(moving_mean[c]);
-    const double v = use_batch ? bvar[c] : static_cast<double>(moving_var[c]);
-    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-    const double is = 1.0 / sqrt(v + eps);
-    scale[c] = static_cast<DT>(g * is);
-    shift[c] = static_cast<DT>(static_cast<double>(beta[c]) - mu * g * is);
+    const W mu = use_batch ? bmean[c] : static_cast<W>(moving_mean[c]);
+    const W v = use_batch ? bvar[c] : static_cast<W>(moving_var[c]);
+    const W g = fix_gamma ? W(1) : static_cast<W>(gamma[c]);
+    const W is = W(1) / sqrt(v + static_cast<W>(eps));
+    scale[c] = static_cast<PT>(g * is);
+    shift[c] = static_cast<PT>(static_cast<W>(beta[c]) - mu * g * is);
     store_req(mean_out + c, req_mean, mu);
     store_req(var_out + c, req_var, v);
     if (use_batch) {
-      moving_mean[c] = static_cast<DT>(moving_mean[c] * momentum + mu * (1 - momentum));
-      moving_var[c] = static_cast<DT>(moving_var[c] * momentum + v * (1 - momentum));
+      moving_mean[c] = static_cast<PT>(static_cast<W>(moving_mean[c]) * mom + mu * (W(1) - mom));
+      moving_var[c] = static_cast<PT>(static_cast<W>(moving_var[c]) * mom + v * (W(1) - mom));
     }
   }
 }
 
 template <typename DT, int kReq>
 __global__ void bn_apply_kernel(const DT* __restrict__ x, DT* y, int64_t n, int64_t C,
-                                int64_t inner, const DT* __restrict__ scale,
-                                const DT* __restrict__ shift) {
+                                int64_t inner, const acc_t<DT>* __restrict__ scale,
+                                const acc_t<DT>* __restrict__ shift) {
   WEFT_CUDA_KERNEL_LOOP(k, n) {
     const int64_t c = (k / inner) % C;
-    const DT v = x[k] * scale[c] + shift[c];
+    const acc_t<DT> v = to_acc(x[k]) * scale[c] + shift[c];
     if constexpr (kReq == kReqAdd) {
-      y[k] = y[k] + v;
+      y[k] = from_acc<DT>(to_acc(y[k]) + v);
     } else {
-      y[k] = v;
+      y[k] = from_acc<DT>(v);
     }
+  }
+}
+
+// Throws ValueError naming the op unless inputs first..last-1 and outputs 1, 2 have the parameter
+// type of `data` (batch_norm_param_type): a kernel reading them as another type would run past
+// their ends.
+void check_bn_param_types(const OpAttrs& attrs, DType data, std::span<const TensorView> in,
+                          size_t first, std::span<const TensorView> out) {
+  const DType pt = detail::batch_norm_param_type(data);
+  for (size_t i = first; i < in.size(); ++i) {
+    WEFT_CHECK(in[i].dtype() == pt)
+        << attrs.where() << ": input " << i << " has dtype " << dtype_name(in[i].dtype()) << ", "
+        << dtype_name(data) << " data needs " << dtype_name(pt);
+  }
+  for (size_t o = 1; o < out.size(); ++o) {
+    WEFT_CHECK(out[o].dtype() == pt)
+        << attrs.where() << ": output " << o << " has dtype " << dtype_name(out[o].dtype()) << ", "
+        << dtype_name(data) << " data needs " << dtype_name(pt);
   }
 }
 
@@ -93,16 +120,19 @@ template <typename DT>
 void bn_forward_typed(const BatchNormParam& p, const OpContext& ctx, int axis, bool use_batch,
                       std::span<const TensorView> in, std::span<const OpReq> req,
                       std::span<const TensorView> out) {
+  using W = wide_t<DT>;
+  using PT = acc_t<DT>;
   const Split3 s = split3(in[0].shape, in[0].ndim, axis);
   const int64_t C = s.dim, n = in[0].size();
   if (C == 0) return;
   cudaStream_t st = stream_of(ctx);
-  // Scratch: batch mean, var (double), then scale, shift (DT).
-  Scratch scratch(ctx, C * (2 * sizeof(double) + 2 * sizeof(DT)));
-  double* bmean = scratch.as<double>();
-  double* bvar = bmean + C;
-  DT* scale = reinterpret_cast<DT*>(bvar + C);
-  DT* shift = scale + C;
+  // Scratch: batch mean, var (W), then scale, shift (PT; sizeof(PT) <= sizeof(W) keeps them
+  // aligned).
+  Scratch scratch(ctx, C * (2 * sizeof(W) + 2 * sizeof(PT)));
+  W* bmean = scratch.as<W>();
+  W* bvar = bmean + C;
+  PT* scale = reinterpret_cast<PT*>(bvar + C);
+  PT* shift = scale + C;
   if (use_batch) {
     // An empty batch gives 0/0 = NaN statistics, as on the CPU.
     bn_stats_kernel<DT><<<static_cast<unsigned>(C), kReduceBlock, 0, st>>>(
@@ -110,8 +140,8 @@ void bn_forward_typed(const BatchNormParam& p, const OpContext& ctx, int axis, b
     check_launch("bn_stats_kernel", ctx);
   }
   bn_finalize_kernel<DT><<<grid_for(C), kBlockSize, 0, st>>>(
-      C, bmean, bvar, typed<const DT>(in[1]), typed<const DT>(in[2]), typed<DT>(in[3]),
-      typed<DT>(in[4]), typed<DT>(out[1]), req_code(req[1]), typed<DT>(out[2]), req_code(req[2]),
+      C, bmean, bvar, typed<const PT>(in[1]), typed<const PT>(in[2]), typed<PT>(in[3]),
+      typed<PT>(in[4]), typed<PT>(out[1]), req_code(req[1]), typed<PT>(out[2]), req_code(req[2]),
       scale, shift, use_batch, p.fix_gamma, p.eps, p.momentum);
   check_launch("bn_finalize_kernel", ctx);
   if (req[0] == OpReq::kNull || n == 0) return;
@@ -130,28 +160,33 @@ void bn_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
   const auto& p = attrs.params<BatchNormParam>();
   const int axis = normalize_axis(attrs, p.axis, in[0].ndim);
   const bool use_batch = ctx.is_train && !p.use_global_stats;
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(),
-                           bn_forward_typed<DT>(p, ctx, axis, use_batch, in, req, out));
+  WEFT_CHECK(out[0].dtype() == in[0].dtype())
+      << attrs.where() << ": output and data must share a dtype";
+  check_bn_param_types(attrs, in[0].dtype(), in, 1, out);
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(),
+                         bn_forward_typed<DT>(p, ctx, axis, use_batch, in, req, out));
 }
 
 // Per channel: sum(dy), sum(dy * xhat) and invstd, and the gamma/beta gradients.
-template <typename DT>
+template <typename DT, typename PT = acc_t<DT>>
 __global__ void bn_backward_reduce_kernel(const DT* __restrict__ dy, const DT* __restrict__ x,
-                                          int64_t outer, int64_t C, int64_t inner, const DT* mean,
-                                          const DT* var, double eps, bool fix_gamma, double* coef,
-                                          DT* dgamma, int req_g, DT* dbeta, int req_b) {
-  __shared__ double shm[32];
+                                          int64_t outer, int64_t C, int64_t inner, const PT* mean,
+                                          const PT* var, double eps, bool fix_gamma,
+                                          wide_t<DT>* coef, PT* dgamma, int req_g, PT* dbeta,
+                                          int req_b) {
+  using W = wide_t<DT>;
+  __shared__ W shm[32];
   const int64_t c = blockIdx.x;
   const int64_t m = outer * inner;
-  const double mu = static_cast<double>(mean[c]);
-  const double is = 1.0 / sqrt(static_cast<double>(var[c]) + eps);
-  double sd = 0, sdx = 0;
+  const W mu = static_cast<W>(mean[c]);
+  const W is = W(1) / sqrt(static_cast<W>(var[c]) + static_cast<W>(eps));
+  W sd = 0, sdx = 0;
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t o = j / inner, i = j - o * inner;
     const int64_t k = (o * C + c) * inner + i;
-    const double g = static_cast<double>(dy[k]);
+    const W g = widen(dy[k]);
     sd += g;
-    sdx += g * (static_cast<double>(x[k]) - mu);
+    sdx += g * (widen(x[k]) - mu);
   }
   sd = block_sum(sd, shm);
   sdx = block_sum(sdx, shm) * is;
@@ -159,28 +194,29 @@ __global__ void bn_backward_reduce_kernel(const DT* __restrict__ dy, const DT* _
     coef[3 * c] = is;
     coef[3 * c + 1] = sd;
     coef[3 * c + 2] = sdx;
-    store_req(dgamma + c, req_g, fix_gamma ? 0.0 : sdx);
+    store_req(dgamma + c, req_g, fix_gamma ? W(0) : sdx);
     store_req(dbeta + c, req_b, sd);
   }
 }
 
-template <typename DT>
+template <typename DT, typename PT = acc_t<DT>>
 __global__ void bn_backward_data_kernel(const DT* __restrict__ dy, const DT* __restrict__ x, DT* dx,
                                         int req, int64_t n, int64_t C, int64_t inner, int64_t m,
-                                        const DT* gamma, const DT* mean, const double* coef,
+                                        const PT* gamma, const PT* mean, const wide_t<DT>* coef,
                                         bool fix_gamma, bool use_batch) {
+  using W = wide_t<DT>;
   WEFT_CUDA_KERNEL_LOOP(k, n) {
     const int64_t c = (k / inner) % C;
-    const double g = fix_gamma ? 1.0 : static_cast<double>(gamma[c]);
-    const double is = coef[3 * c];
-    double v;
+    const W g = fix_gamma ? W(1) : static_cast<W>(gamma[c]);
+    const W is = coef[3 * c];
+    W v;
     if (use_batch) {
-      const double mdy = coef[3 * c + 1] / static_cast<double>(m);
-      const double mdx = coef[3 * c + 2] / static_cast<double>(m);
-      const double xhat = (static_cast<double>(x[k]) - static_cast<double>(mean[c])) * is;
-      v = g * is * (static_cast<double>(dy[k]) - mdy - xhat * mdx);
+      const W mdy = coef[3 * c + 1] / static_cast<W>(m);
+      const W mdx = coef[3 * c + 2] / static_cast<W>(m);
+      const W xhat = (widen(x[k]) - static_cast<W>(mean[c])) * is;
+      v = g * is * (widen(dy[k]) - mdy - xhat * mdx);
     } else {
-      v = g * is * static_cast<double>(dy[k]);
+      v = g * is * widen(dy[k]);
     }
     store_req(dx + k, req, v);
   }
@@ -191,22 +227,24 @@ template <typename DT>
 void bn_backward_typed(const BatchNormParam& p, const OpContext& ctx, int axis, bool use_batch,
                        std::span<const TensorView> in, std::span<const OpReq> req,
                        std::span<const TensorView> out) {
+  using W = wide_t<DT>;
+  using PT = acc_t<DT>;
   const Split3 s = split3(in[1].shape, in[1].ndim, axis);
   const int64_t C = s.dim, n = in[1].size(), m = s.outer * s.inner;
   if (C == 0) return;
   cudaStream_t st = stream_of(ctx);
-  const DT* mean = use_batch ? typed<const DT>(in[3]) : typed<const DT>(in[5]);
-  const DT* var = use_batch ? typed<const DT>(in[4]) : typed<const DT>(in[6]);
-  Scratch scratch(ctx, 3 * C * sizeof(double));
-  double* coef = scratch.as<double>();
+  const PT* mean = use_batch ? typed<const PT>(in[3]) : typed<const PT>(in[5]);
+  const PT* var = use_batch ? typed<const PT>(in[4]) : typed<const PT>(in[6]);
+  Scratch scratch(ctx, 3 * C * sizeof(W));
+  W* coef = scratch.as<W>();
   bn_backward_reduce_kernel<DT><<<static_cast<unsigned>(C), kReduceBlock, 0, st>>>(
       typed<const DT>(in[0]), typed<const DT>(in[1]), s.outer, C, s.inner, mean, var, p.eps,
-      p.fix_gamma, coef, typed<DT>(out[1]), req_code(req[1]), typed<DT>(out[2]), req_code(req[2]));
+      p.fix_gamma, coef, typed<PT>(out[1]), req_code(req[1]), typed<PT>(out[2]), req_code(req[2]));
   check_launch("bn_backward_reduce_kernel", ctx);
   if (req[0] == OpReq::kNull || n == 0) return;
   bn_backward_data_kernel<DT><<<grid_for(n), kBlockSize, 0, st>>>(
       typed<const DT>(in[0]), typed<const DT>(in[1]), typed<DT>(out[0]), req_code(req[0]), n, C,
-      s.inner, m, typed<const DT>(in[2]), mean, coef, p.fix_gamma, use_batch);
+      s.inner, m, typed<const PT>(in[2]), mean, coef, p.fix_gamma, use_batch);
   check_launch("bn_backward_data_kernel", ctx);
 }
 
@@ -215,8 +253,11 @@ void bn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   const auto& p = attrs.params<BatchNormParam>();
   const int axis = normalize_axis(attrs, p.axis, in[1].ndim);
   const bool use_batch = ctx.is_train && !p.use_global_stats;
-  WEFT_CUDA_F32_F64_SWITCH(in[1].dtype(), DT, attrs.where(),
-                           bn_backward_typed<DT>(p, ctx, axis, use_batch, in, req, out));
+  WEFT_CHECK(in[0].dtype() == in[1].dtype() && out[0].dtype() == in[1].dtype())
+      << attrs.where() << ": out_grad, data and data_grad must share a dtype";
+  check_bn_param_types(attrs, in[1].dtype(), in, 2, out);
+  WEFT_CUDA_FLOAT_SWITCH(in[1].dtype(), DT, attrs.where(),
+                         bn_backward_typed<DT>(p, ctx, axis, use_batch, in, req, out));
 }
 
 // ---- LayerNorm: one block per row (o, i) of x viewed as (outer, D, inner) ----------------------
@@ -228,27 +269,25 @@ __global__ void ln_forward_kernel(const DT* __restrict__ x, const DT* __restrict
                                   const DT* __restrict__ beta, DT* y, int req_y, DT* mean_out,
                                   int req_m, DT* std_out, int req_s, int64_t D, int64_t inner,
                                   double eps) {
-  __shared__ double shm[32];
+  using W = wide_t<DT>;
+  __shared__ W shm[32];
   const int64_t r = blockIdx.x;
   const int64_t o = r / inner, i = r - o * inner;
   const int64_t base = o * D * inner + i;
-  double s = 0;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
-    s += static_cast<double>(x[base + d * inner]);
-  const double mu = block_sum(s, shm) / static_cast<double>(D);
-  double q = 0;
+  W s = 0;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += widen(x[base + d * inner]);
+  const W mu = block_sum(s, shm) / static_cast<W>(D);
+  W q = 0;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    const double t = static_cast<double>(x[base + d * inner]) - mu;
+    const W t = widen(x[base + d * inner]) - mu;
     q += t * t;
   }
-  const double sd = sqrt(block_sum(q, shm) / static_cast<double>(D) + eps);
-  const double is = 1.0 / sd;
+  const W sd = sqrt(block_sum(q, shm) / static_cast<W>(D) + static_cast<W>(eps));
+  const W is = W(1) / sd;
   if (req_y != kReqNull) {
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       const int64_t k = base + d * inner;
-      store_req(y + k, req_y,
-                (static_cast<double>(x[k]) - mu) * is * static_cast<double>(gamma[d]) +
-                    static_cast<double>(beta[d]));
+      store_req(y + k, req_y, (widen(x[k]) - mu) * is * widen(gamma[d]) + widen(beta[d]));
     }
   }
   if (threadIdx.x == 0) {
@@ -261,25 +300,26 @@ template <typename DT>
 __global__ void ln_backward_data_kernel(const DT* __restrict__ dy, const DT* __restrict__ x,
                                         const DT* __restrict__ gamma, const DT* mean,
                                         const DT* sdev, DT* dx, int req, int64_t D, int64_t inner) {
-  __shared__ double shm[32];
+  using W = wide_t<DT>;
+  __shared__ W shm[32];
   const int64_t r = blockIdx.x;
   const int64_t o = r / inner, i = r - o * inner;
   const int64_t base = o * D * inner + i;
-  const double mu = static_cast<double>(mean[r]);
-  const double is = 1.0 / static_cast<double>(sdev[r]);
-  double sg = 0, sgx = 0;
+  const W mu = widen(mean[r]);
+  const W is = W(1) / widen(sdev[r]);
+  W sg = 0, sgx = 0;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     const int64_t k = base + d * inner;
-    const double g = static_cast<double>(dy[k]) * static_cast<double>(gamma[d]);
+    const W g = widen(dy[k]) * widen(gamma[d]);
     sg += g;
-    sgx += g * (static_cast<double>(x[k]) - mu) * is;
+    sgx += g * (widen(x[k]) - mu) * is;
   }
-  sg = block_sum(sg, shm) / static_cast<double>(D);
-  sgx = block_sum(sgx, shm) / static_cast<double>(D);
+  sg = block_sum(sg, shm) / static_cast<W>(D);
+  sgx = block_sum(sgx, shm) / static_cast<W>(D);
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     const int64_t k = base + d * inner;
-    const double g = static_cast<double>(dy[k]) * static_cast<double>(gamma[d]);
-    const double xhat = (static_cast<double>(x[k]) - mu) * is;
+    const W g = widen(dy[k]) * widen(gamma[d]);
+    const W xhat = (widen(x[k]) - mu) * is;
     store_req(dx + k, req, is * (g - sg - xhat * sgx));
   }
 }
@@ -291,17 +331,17 @@ __global__ void ln_backward_param_kernel(const DT* __restrict__ dy, const DT* __
                                          const DT* mean, const DT* sdev, DT* dgamma, int req_g,
                                          DT* dbeta, int req_b, int64_t rows, int64_t D,
                                          int64_t inner) {
-  __shared__ double sg_sh[16][33];
-  __shared__ double sb_sh[16][33];
+  using W = wide_t<DT>;
+  __shared__ W sg_sh[16][33];
+  __shared__ W sb_sh[16][33];
   const int64_t d = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  double sg = 0, sb = 0;
+  W sg = 0, sb = 0;
   if (d < D) {
     for (int64_t r = threadIdx.y; r < rows; r += blockDim.y) {
       const int64_t k = (r / inner) * D * inner + d * inner + r % inner;
-      const double g = static_cast<double>(dy[k]);
+      const W g = widen(dy[k]);
       sb += g;
-      sg += g * (static_cast<double>(x[k]) - static_cast<double>(mean[r])) /
-            static_cast<double>(sdev[r]);
+      sg += g * (widen(x[k]) - widen(mean[r])) / widen(sdev[r]);
     }
   }
   sg_sh[threadIdx.y][threadIdx.x] = sg;
@@ -324,7 +364,7 @@ void ln_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
   const Split3 s = split3(in[0].shape, in[0].ndim, axis);
   const int64_t rows = s.outer * s.inner;
   if (rows == 0) return;
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     ln_forward_kernel<DT><<<static_cast<unsigned>(rows), kRowBlock, 0, stream_of(ctx)>>>(
         typed<const DT>(in[0]), typed<const DT>(in[1]), typed<const DT>(in[2]), typed<DT>(out[0]),
         req_code(req[0]), typed<DT>(out[1]), req_code(req[1]), typed<DT>(out[2]), req_code(req[2]),
@@ -341,7 +381,7 @@ void ln_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   const Split3 s = split3(in[1].shape, in[1].ndim, axis);
   const int64_t rows = s.outer * s.inner;
   cudaStream_t st = stream_of(ctx);
-  WEFT_CUDA_F32_F64_SWITCH(in[1].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[1].dtype(), DT, attrs.where(), {
     if (req[0] != OpReq::kNull && rows > 0) {
       ln_backward_data_kernel<DT><<<static_cast<unsigned>(rows), kRowBlock, 0, st>>>(
           typed<const DT>(in[0]), typed<const DT>(in[1]), typed<const DT>(in[2]),

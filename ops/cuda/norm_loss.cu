@@ -1,5 +1,6 @@
 // CUDA kernels of the loss heads: SoftmaxOutput (alias Softmax) and the Linear/Logistic/MAE
-// regression outputs, with their backward ops. Semantics: ops/cpu/nn_norm.cc.
+// regression outputs, with their backward ops. Semantics: ops/cpu/nn_norm.cc. float16/bfloat16
+// data (CUDA only) is computed in float32 and rounded when stored.
 //
 // Note [CUDA SoftmaxOutput labels]
 // The CPU backward rejects labels outside [0, dim) (unless ignored) with an error. Labels live on
@@ -21,23 +22,26 @@ using detail::SoftmaxOutputParam;
 
 constexpr int kRowBlock = 256;
 
-// The CPU computes float data's softmax in float and double data's in double.
+// The CPU computes float data's softmax in float and double data's in double; float16/bfloat16
+// data is computed in float (acc_t) and rounded when stored.
 template <typename DT>
 __global__ void softmax_rows_kernel(const DT* __restrict__ x, DT* y, int req, int64_t D,
                                     int64_t inner) {
-  __shared__ DT shm[32];
+  using A = acc_t<DT>;
+  __shared__ A shm[32];
   const int64_t r = blockIdx.x;
   const int64_t o = r / inner, i = r - o * inner;
   const int64_t base = o * D * inner + i;
-  DT mx = -INFINITY;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) mx = max(mx, x[base + d * inner]);
+  A mx = -INFINITY;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) mx = max(mx, to_acc(x[base + d * inner]));
   mx = block_max(mx, shm);
-  DT sum = 0;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) sum += exp(x[base + d * inner] - mx);
-  const DT inv = DT(1) / block_sum(sum, shm);
+  A sum = 0;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+    sum += exp(to_acc(x[base + d * inner]) - mx);
+  const A inv = A(1) / block_sum(sum, shm);
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     const int64_t k = base + d * inner;
-    store_req(y + k, req, exp(x[k] - mx) * inv);
+    store_req(y + k, req, exp(to_acc(x[k]) - mx) * inv);
   }
 }
 
@@ -58,7 +62,7 @@ void softmax_output_forward(const OpAttrs& attrs, const OpContext& ctx,
   const Split3 s = softmax_output_split(p, in[0].shape, in[0].ndim);
   const int64_t rows = s.outer * s.inner;
   if (rows == 0 || s.dim == 0) return;
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     softmax_rows_kernel<DT><<<static_cast<unsigned>(rows), kRowBlock, 0, stream_of(ctx)>>>(
         typed<const DT>(in[0]), typed<DT>(out[0]), req_code(req[0]), s.dim, s.inner);
     check_launch("softmax_rows_kernel", ctx);
@@ -90,17 +94,19 @@ template <typename DT, typename LT>
 __global__ void softmax_output_grad_kernel(const DT* __restrict__ dy, const DT* __restrict__ y,
                                            const LT* __restrict__ label, DT* dx, int req,
                                            SoftmaxGradArgs a) {
+  using W = wide_t<DT>;
   double scale = a.scale;
   if (a.divide_by_count) scale /= static_cast<double>(max(*a.count, 1ull));
+  const W ws = static_cast<W>(scale), on = static_cast<W>(a.on), off = static_cast<W>(a.off);
   WEFT_CUDA_KERNEL_LOOP(k, a.n) {
     const int64_t o = k / (a.D * a.inner);
     const int64_t rem = k - o * a.D * a.inner;
     const int64_t d = rem / a.inner, i = rem - d * a.inner;
     const int li = static_cast<int>(to_acc(label[o * a.inner + i]));
-    double g = 0;
+    W g = 0;
     if (!(a.use_ignore && li == a.ignore)) {
-      g = (static_cast<double>(y[k]) - (d == li ? a.on : a.off)) * scale;
-      if (a.out_grad) g *= static_cast<double>(dy[k]);
+      g = (widen(y[k]) - (d == li ? on : off)) * ws;
+      if (a.out_grad) g *= widen(dy[k]);
     }
     store_req(dx + k, req, g);
   }
@@ -110,9 +116,10 @@ template <typename DT, typename LT>
 __global__ void softmax_output_prob_grad_kernel(const DT* __restrict__ dy, const DT* __restrict__ y,
                                                 const LT* __restrict__ label, DT* dx, int req,
                                                 int64_t n, double grad_scale, bool out_grad) {
+  using W = wide_t<DT>;
   WEFT_CUDA_KERNEL_LOOP(k, n) {
-    double g = (static_cast<double>(y[k]) - static_cast<double>(to_acc(label[k]))) * grad_scale;
-    if (out_grad) g *= static_cast<double>(dy[k]);
+    W g = (widen(y[k]) - static_cast<W>(to_acc(label[k]))) * static_cast<W>(grad_scale);
+    if (out_grad) g *= widen(dy[k]);
     store_req(dx + k, req, g);
   }
 }
@@ -127,7 +134,7 @@ void softmax_output_backward(const OpAttrs& attrs, const OpContext& ctx,
   if (n == 0) return;
   cudaStream_t st = stream_of(ctx);
   const int rq = req_code(req[0]);
-  WEFT_CUDA_F32_F64_SWITCH(in[1].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[1].dtype(), DT, attrs.where(), {
     WEFT_CUDA_ALL_SWITCH(in[2].dtype(), LT, attrs.where(), {
       const DT* dy = typed<const DT>(in[0]);
       const DT* y = typed<const DT>(in[1]);
@@ -184,10 +191,11 @@ enum RegKind : int { kLinear = 0, kLogistic = 1, kMAE = 2 };
 template <typename DT, int kKind>
 __global__ void regression_forward_kernel(const DT* __restrict__ x, DT* y, int req, int64_t n) {
   WEFT_CUDA_KERNEL_LOOP(k, n) {
+    using A = acc_t<DT>;
     if constexpr (kKind == kLogistic) {
-      store_req(y + k, req, DT(1) / (DT(1) + exp(-x[k])));
+      store_req(y + k, req, A(1) / (A(1) + exp(-to_acc(x[k]))));
     } else {
-      store_req(y + k, req, x[k]);
+      store_req(y + k, req, to_acc(x[k]));
     }
   }
 }
@@ -195,11 +203,13 @@ __global__ void regression_forward_kernel(const DT* __restrict__ x, DT* y, int r
 template <typename DT, int kKind>
 __global__ void regression_backward_kernel(const DT* __restrict__ y, const DT* __restrict__ l,
                                            DT* dx, int req, int64_t n, double scale) {
+  using W = wide_t<DT>;
+  const W ws = static_cast<W>(scale);
   WEFT_CUDA_KERNEL_LOOP(k, n) {
-    const double diff = static_cast<double>(y[k]) - static_cast<double>(l[k]);
-    double g = diff;
-    if constexpr (kKind == kMAE) g = (diff > 0) - (diff < 0);
-    store_req(dx + k, req, g * scale);
+    const W diff = widen(y[k]) - widen(l[k]);
+    W g = diff;
+    if constexpr (kKind == kMAE) g = static_cast<W>((diff > 0) - (diff < 0));
+    store_req(dx + k, req, g * ws);
   }
 }
 
@@ -208,7 +218,7 @@ void regression_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
                         std::span<const OpReq> req, std::span<const TensorView> out) {
   const int64_t n = in[0].size();
   if (req[0] == OpReq::kNull || n == 0) return;
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     regression_forward_kernel<DT, kKind><<<grid_for(n), kBlockSize, 0, stream_of(ctx)>>>(
         typed<const DT>(in[0]), typed<DT>(out[0]), req_code(req[0]), n);
     check_launch("regression_forward_kernel", ctx);
@@ -227,7 +237,7 @@ void regression_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
   const double num_output = lead > 0 ? static_cast<double>(lsize) / static_cast<double>(lead) : 1.0;
   WEFT_CHECK(in[1].dtype() == in[0].dtype())
       << attrs.where() << ": label dtype must match the data's";
-  WEFT_CUDA_F32_F64_SWITCH(in[0].dtype(), DT, attrs.where(), {
+  WEFT_CUDA_FLOAT_SWITCH(in[0].dtype(), DT, attrs.where(), {
     regression_backward_kernel<DT, kKind><<<grid_for(n), kBlockSize, 0, stream_of(ctx)>>>(
         typed<const DT>(in[0]), typed<const DT>(in[1]), typed<DT>(out[0]), req_code(req[0]), n,
         grad_scale / num_output);

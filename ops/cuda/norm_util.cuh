@@ -82,6 +82,34 @@ T* typed(const TensorView& v) {
   return static_cast<T*>(v.raw());
 }
 
+/// The type the norm, loss-head and optimizer kernels compute and reduce in: double for
+/// float32/float64 data (as their CPU kernels do), float for float16/bfloat16 (each element is
+/// loaded, converted to float, computed in float and rounded once when stored).
+template <typename T>
+struct WideAcc {
+  using type = double;
+};
+template <>
+struct WideAcc<__half> {
+  using type = float;
+};
+template <>
+struct WideAcc<__nv_bfloat16> {
+  using type = float;
+};
+template <typename T>
+using wide_t = typename WideAcc<T>::type;
+
+/// `v` in T's compute type (wide_t), and back, rounding to nearest.
+template <typename T>
+__device__ __forceinline__ wide_t<T> widen(T v) {
+  return static_cast<wide_t<T>>(to_acc(v));
+}
+template <typename T>
+__device__ __forceinline__ T narrow(wide_t<T> v) {
+  return from_acc<T>(static_cast<acc_t<T>>(v));
+}
+
 /// float32/float64 dispatch (the CPU kernels of these ops take no other floating types).
 #define WEFT_CUDA_F32_F64_SWITCH(dtype, DT, what, ...)                    \
   switch (dtype) {                                                        \

@@ -62,20 +62,68 @@ bool bn_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Sh
                               0);
 }
 
-bool bn_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
-  DType t = in[0];
+// Throws ValueError naming the op and the input when `in[i]`'s type is known and not `param`, the
+// parameter type for `data` data.
+void check_param_type(const OpAttrs& attrs, const std::vector<DType>& in, int i, DType data,
+                      DType param) {
+  if (in[i] == DType::kUnknown || in[i] == param) return;
+  WEFT_THROW(ValueError) << attrs.where() << ": input '" << attrs.op->input_names(attrs)[i]
+                         << "' has dtype " << dtype_name(in[i]) << ", but " << dtype_name(data)
+                         << " data needs " << dtype_name(param)
+                         << " gamma, beta and moving statistics";
+}
+
+// Data and output share one floating type; gamma, beta, the moving statistics and the mean/var
+// outputs have batch_norm_param_type of it: float32 for float16/bfloat16 data (MXNet's mixed
+// precision), the data's type otherwise. `data_in`/`first_param_in` index the inputs, `out0` the
+// output with the data's type; the other outputs are parameter-typed. Without the data's type only
+// a float64 parameter fixes it (a float32 one fits float32, float16 and bfloat16 data alike).
+bool bn_types(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out,
+              std::vector<int> data_in, int first_param_in) {
+  DType t = DType::kUnknown;
+  for (int i : data_in)
+    if (t == DType::kUnknown) t = in[i];
   if (t == DType::kUnknown) t = out[0];
-  for (size_t i = 0; i < in.size() && t == DType::kUnknown; ++i) t = in[i];
-  if (t == DType::kUnknown) return false;
-  norm::check_float_type(attrs, t, "BatchNorm data");
-  for (size_t i = 0; i < in.size(); ++i) assign_input_type(attrs, in, static_cast<int>(i), t);
-  for (size_t i = 0; i < out.size(); ++i) assign_output_type(attrs, out, static_cast<int>(i), t);
+  if (t == DType::kUnknown) {
+    DType p = DType::kUnknown;
+    for (size_t i = first_param_in; i < in.size() && p == DType::kUnknown; ++i) p = in[i];
+    for (size_t o = 1; o < out.size() && p == DType::kUnknown; ++o) p = out[o];
+    if (p == DType::kUnknown) return false;
+    norm::check_float_type(attrs, p, "BatchNorm gamma/beta/moving statistics");
+    if (p == DType::kFloat32) {
+      for (size_t i = first_param_in; i < in.size(); ++i)
+        assign_input_type(attrs, in, static_cast<int>(i), p);
+      for (size_t o = 1; o < out.size(); ++o)
+        assign_output_type(attrs, out, static_cast<int>(o), p);
+      return false;
+    }
+    t = p;
+  }
+  norm::check_any_float_type(attrs, t, "BatchNorm data");
+  const DType pt = batch_norm_param_type(t);
+  for (size_t i = first_param_in; i < in.size(); ++i)
+    check_param_type(attrs, in, static_cast<int>(i), t, pt);
+  for (int i : data_in) assign_input_type(attrs, in, i, t);
+  assign_output_type(attrs, out, 0, t);
+  for (size_t i = first_param_in; i < in.size(); ++i)
+    assign_input_type(attrs, in, static_cast<int>(i), pt);
+  for (size_t o = 1; o < out.size(); ++o) assign_output_type(attrs, out, static_cast<int>(o), pt);
   return true;
+}
+
+bool bn_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+  return bn_types(attrs, in, out, {0}, 1);
 }
 
 // ---- backward ----------------------------------------------------------------------------------
 // Inputs: out_grad, data, gamma, mean, var, moving_mean, moving_var (the forward's outputs 1 and 2
 // are the batch statistics). Outputs: data, gamma, beta gradients.
+
+// out_grad and data have the data's type, the other inputs and the gamma/beta gradients the
+// parameter type (bn_types).
+bool bn_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+  return bn_types(attrs, in, out, {1, 0}, 2);
+}
 
 bool bn_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
                              std::vector<Shape>& out) {
@@ -98,7 +146,8 @@ void register_batch_norm_ops(OpRegistry& r) {
           "moving_mean/moving_var; training uses the batch mean and biased variance, writes them "
           "to "
           "the outputs mean/var and updates the moving statistics in place "
-          "(moving = moving*momentum + batch*(1-momentum)). fix_gamma uses gamma = 1.")
+          "(moving = moving*momentum + batch*(1-momentum)). fix_gamma uses gamma = 1. With "
+          "float16/bfloat16 data, gamma, beta, the moving statistics and mean/var are float32.")
       .set_params<BatchNormParam>()
       .set_input_names({"data", "gamma", "beta", "moving_mean", "moving_var"})
       .set_output_names({"output", "mean", "var"})
@@ -125,7 +174,8 @@ void register_batch_norm_ops(OpRegistry& r) {
       .set_params<BatchNormParam>()
       .set_input_names({"out_grad", "data", "gamma", "mean", "var", "moving_mean", "moving_var"})
       .set_output_names({"data_grad", "gamma_grad", "beta_grad"})
-      .set_attr<FInferShape>(bn_backward_infer_shape);
+      .set_attr<FInferShape>(bn_backward_infer_shape)
+      .set_attr<FInferType>(bn_backward_infer_type);
 }
 
 }  // namespace weft::detail

@@ -74,6 +74,12 @@ bool lrn_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<S
   return ok;
 }
 
+// One floating type for data, gamma, beta and every output, float16/bfloat16 included (MXNet's
+// LayerNorm has no mixed precision: its parameters take the data's type).
+bool ln_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+  return norm::infer_one_float_type(attrs, in, out, "LayerNorm data");
+}
+
 }  // namespace
 
 void register_layer_norm_ops(OpRegistry& r) {
@@ -88,6 +94,7 @@ void register_layer_norm_ops(OpRegistry& r) {
       .set_attr<FNumVisibleOutputs>(
           [](const OpAttrs& a) { return a.params<LayerNormParam>().output_mean_var ? 3 : 1; })
       .set_attr<FInferShape>(ln_infer_shape)
+      .set_attr<FInferType>(ln_infer_type)
       .set_attr<FGradient>([](GradBuilder& b) {
         auto g = b.emit_with_forward_attrs(
             "_backward_LayerNorm",
@@ -99,7 +106,8 @@ void register_layer_norm_ops(OpRegistry& r) {
       .set_params<LayerNormParam>()
       .set_input_names({"out_grad", "data", "gamma", "mean", "std"})
       .set_output_names({"data_grad", "gamma_grad", "beta_grad"})
-      .set_attr<FInferShape>(ln_backward_infer_shape);
+      .set_attr<FInferShape>(ln_backward_infer_shape)
+      .set_attr<FInferType>(ln_infer_type);
 
   r.register_op("LRN")
       .describe(

@@ -38,5 +38,20 @@ inline void check_any_float_type(const OpAttrs& attrs, DType type, const char* w
       << attrs.where() << ": " << what << " must be a floating type, got " << dtype_name(type);
 }
 
+/// FInferType for ops whose inputs and outputs all share one floating type (float16 and bfloat16
+/// included: CUDA runs them, the CPU kernels refuse them with NotImplemented). `what` names the
+/// data in the message.
+inline bool infer_one_float_type(const OpAttrs& attrs, std::vector<DType>& in,
+                                 std::vector<DType>& out, const char* what) {
+  DType t = DType::kUnknown;
+  for (size_t i = 0; i < in.size() && t == DType::kUnknown; ++i) t = in[i];
+  for (size_t o = 0; o < out.size() && t == DType::kUnknown; ++o) t = out[o];
+  if (t == DType::kUnknown) return false;
+  check_any_float_type(attrs, t, what);
+  for (size_t i = 0; i < in.size(); ++i) assign_input_type(attrs, in, static_cast<int>(i), t);
+  for (size_t o = 0; o < out.size(); ++o) assign_output_type(attrs, out, static_cast<int>(o), t);
+  return true;
+}
+
 }  // namespace norm
 }  // namespace weft::detail

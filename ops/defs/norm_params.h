@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "ops/params.h"
 
@@ -55,6 +56,13 @@ struct BatchNormParam {
     });
   }
 };
+
+/// The dtype of BatchNorm's gamma, beta, moving statistics and mean/var outputs for data of type
+/// `data`: float32 for float16/bfloat16 data (mixed precision, as MXNet), the data's type
+/// otherwise.
+inline DType batch_norm_param_type(DType data) {
+  return data == DType::kFloat16 || data == DType::kBFloat16 ? DType::kFloat32 : data;
+}
 
 struct LayerNormParam {
   int64_t axis = -1;

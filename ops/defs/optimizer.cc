@@ -55,14 +55,17 @@ bool update_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vecto
   return ref.known();
 }
 
-// One floating type for every input and the output.
+// One floating type for every input and the output (no multi-precision variants yet).
 bool update_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
   DType t = out[0];
   for (size_t i = in.size(); i-- > 0;)
     if (in[i] != DType::kUnknown) t = in[i];  // the weight's type wins when known
   if (t == DType::kUnknown) return false;
-  WEFT_CHECK(t == DType::kFloat32 || t == DType::kFloat64)
-      << attrs.where() << ": weight must be float32 or float64, got " << dtype_name(t);
+  // float16/bfloat16 weights and states run on CUDA (computed in float32 there); the CPU kernels
+  // refuse them with NotImplemented.
+  WEFT_CHECK(t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+             t == DType::kBFloat16)
+      << attrs.where() << ": weight must be a floating type, got " << dtype_name(t);
   for (size_t i = 0; i < in.size(); ++i) assign_input_type(attrs, in, static_cast<int>(i), t);
   assign_output_type(attrs, out, 0, t);
   return true;

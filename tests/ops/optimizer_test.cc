@@ -311,6 +311,30 @@ TEST(Optimizer, TypesMustBeOneFloatingType) {
   EXPECT_THROW(infer_types("adam_update", {{"lr", "0.1"}}, {kF32, kF64, kF32, kF32}), Error);
 }
 
+TEST(Optimizer, HalfTypesAreInferredAndRefusedByTheCpuKernels) {
+  // float16/bfloat16 weights, gradients and states run on CUDA (tests/ops/cuda_half_norm_test.cc);
+  // the CPU kernels refuse them with an error naming the op and the dtype.
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    for (const char* op : kOps) {
+      SCOPED_TRACE(std::string(op) + " " + dtype_name(dt));
+      std::vector<DType> types(static_cast<size_t>(2 + num_states(op)), DType::kUnknown);
+      types[0] = dt;
+      const auto [in, out] = infer_types(op, {{"lr", "0.1"}}, types);
+      EXPECT_EQ(in, std::vector<DType>(types.size(), dt));
+      EXPECT_EQ(out, (std::vector<DType>{dt}));
+      std::vector<HostTensor> inputs(types.size(), HostTensor::filled(Shape{3}, 0.5, dt));
+      try {
+        run_op_mutating(op, {{"lr", "0.1"}}, inputs);
+        ADD_FAILURE() << "the CPU kernel ran";
+      } catch (const NotImplemented& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(op), std::string::npos) << msg;
+        EXPECT_NE(msg.find(dtype_name(dt)), std::string::npos) << msg;
+      }
+    }
+  }
+}
+
 TEST(Optimizer, ParamsFollowMXNet) {
   for (const char* op : kOps) EXPECT_THROW(get_op(op).make_attrs({}), ValueError) << op;
   EXPECT_NO_THROW(get_op("sgd_update").make_attrs({{"lr", "0.1"}, {"lazy_update", "False"}}));
