@@ -143,7 +143,11 @@ class CurrentStreamScope {
 };
 
 /// Registers the API for a device type (used by optional backends such as CUDA at start-up).
-/// Thread-safe; the API must live for the rest of the process.
+/// A registration replaces the one before it and, for CUDA, the built-in API of a CUDA build;
+/// registering null removes it again (restoring the built-in one where there is one): tests
+/// run the engine on a simulated CUDA device this way (tests/engine/sim_gpu.h). The CPU's API
+/// cannot be replaced. Thread-safe; the API must outlive every stream, event and engine made
+/// through it.
 void register_device_api(DeviceType type, DeviceAPI* api);
 
 /// Number of hardware threads of this machine (at least 1).
