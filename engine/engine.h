@@ -280,6 +280,17 @@ class Engine {
   /// caller that the engine does not promise to detect.
   virtual void delete_var(VarHandle var, SyncFn on_deleted = nullptr) = 0;
 
+  /// delete_var for a variable that guards memory of `device`, which `on_deleted` frees. On a
+  /// GPU the deleter is an operation of the device's streams (Note [Stream-ordered frees] in
+  /// engine/threaded_engine_vars.cc): it runs on a stream behind the variable's work (on other
+  /// streams through events, never a host wait) with that stream current, so a stream-aware pool
+  /// takes the memory back in stream order. Elsewhere, and in engines without GPU streams, it is
+  /// delete_var.
+  virtual void delete_var_on(VarHandle var, Device device, SyncFn on_deleted) {
+    static_cast<void>(device);
+    delete_var(var, std::move(on_deleted));
+  }
+
   /// Hands `var` on for new state without deleting it: when no operation runs or waits on it and
   /// it carries no error, retires the handle (as delete_var does: using it afterwards is refused)
   /// and returns a new handle to a variable in the state new_var gives (version 0, no error);

@@ -21,18 +21,44 @@ StreamClock* current_gpu_clock() { return t_gpu_clock; }
 
 // ---- StreamClock (Note [Lazy stream marks]) ----------------------------------------------------
 
+// Note [Eager events]
+// Events recorded only on demand (Note [Lazy stream marks]) cover everything queued before the
+// moment somebody asks, which can be far more than the mark asked about: a deleter held by the
+// poller behind a convolution's mark would wait for every later convolution already queued on
+// that stream, and the memory it frees could not serve the next allocation. So the owner also
+// records an event after an operation when it has recorded none for kEagerIntervalNs, and the
+// clock keeps its last kKeptEvents events: a mark maps to the earliest event recorded after it.
+// Operations launched faster than the interval (tiny kernels) share an event; a long kernel
+// usually gets its own. The cost is a clock read per operation and at most one cudaEventRecord
+// per interval and stream.
+
+void StreamClock::record_locked() {
+  const uint64_t now = issued.load(std::memory_order_acquire);
+  if (!events.empty() && events.back().mark == now) return;  // nothing queued since
+  auto fresh = std::make_shared<Event>(api->create_event(stream.device));
+  // Every mark up to `now` was published after its work was queued: the event follows it all.
+  fresh->record(stream);
+  events.push_back(Recorded{now, std::move(fresh)});
+  if (events.size() > kKeptEvents) events.pop_front();
+}
+
+void StreamClock::after_issue() {
+  const int64_t now = Profiler::now_ns();
+  if (now - last_record_ns < kEagerIntervalNs) return;
+  last_record_ns = now;
+  std::lock_guard<SpinLock> guard(lock);
+  record_locked();
+}
+
 std::pair<std::shared_ptr<Event>, uint64_t> StreamClock::event_covering(uint64_t mark) {
   std::lock_guard<SpinLock> guard(lock);
-  if (!event || event_mark < mark) {
-    // Every mark up to `now` was published after its work was queued: an event recorded now
-    // follows all of it.
-    const uint64_t now = issued.load(std::memory_order_acquire);
-    auto fresh = std::make_shared<Event>(api->create_event(stream.device));
-    fresh->record(stream);
-    event = std::move(fresh);
-    event_mark = now;
+  auto it = std::lower_bound(events.begin(), events.end(), mark,
+                             [](const Recorded& r, uint64_t m) { return r.mark < m; });
+  if (it == events.end()) {
+    record_locked();
+    return {events.back().event, events.back().mark};
   }
-  return {event, event_mark};
+  return {it->event, it->mark};
 }
 
 bool StreamClock::done(uint64_t mark, bool query) {
@@ -105,33 +131,43 @@ void GpuWorkerPool::submit(OprBlock* op) { choose(op).queue->push(op); }
 
 // Note [GPU stream choice]
 // Copies go to their direction's stream. Other work goes to the compute stream that last wrote
-// one of the variables the operation writes, when there is one: a chain of operations on the
-// same data then stays on one stream and needs no cross-stream event. Otherwise the compute
-// streams take turns, so independent work can overlap on the device. A successor made ready by
-// a completing operation runs inline on the same worker (the engine's rule for every pool), so
-// dependent chains keep their stream without this lookup.
+// one of the variables the operation writes, when there is one, else to the stream that wrote
+// one of its inputs among the last kAffinity operations there: a chain of operations on the
+// same data then stays on one stream and needs no cross-stream event, also when each link
+// writes a new array (`a = a + 1`). Otherwise the compute streams take turns, so independent
+// work (readers of an array computed long ago, say) can overlap on the device. A successor made
+// ready by a completing operation runs inline on the same worker (the engine's rule for every
+// pool), so dependent chains keep their stream without this lookup.
 GpuWorkerPool::Worker& GpuWorkerPool::choose(OprBlock* op) {
   if (op->property == FnProperty::kCopyToDevice) return *workers_[static_cast<size_t>(compute_)];
   if (op->property == FnProperty::kCopyFromDevice) {
     return *workers_[static_cast<size_t>(compute_) + 1];
   }
   if (compute_ > 1) {
+    constexpr uint64_t kAffinity = 4;
+    Worker* recent_reader_stream = nullptr;
     for (uint32_t i = 0; i < op->num_slots; ++i) {
       const VarSlot& slot = op->slots[i];
-      if (!slot.write) continue;
       if (!slot.var->gpu_touched.load(std::memory_order_acquire)) continue;
-      StreamClock* clock = nullptr;
+      StreamMark writer;
       {
         std::lock_guard<SpinLock> lock(slot.var->lock);
-        if (slot.var->gpu) clock = slot.var->gpu->writer.clock;
+        if (slot.var->gpu) writer = slot.var->gpu->writer;
       }
-      if (clock == nullptr) continue;
+      if (!writer) continue;
+      Worker* owner = nullptr;
       for (int w = 0; w < compute_; ++w) {
-        if (workers_[static_cast<size_t>(w)]->clock.get() == clock) {
-          return *workers_[static_cast<size_t>(w)];
+        if (workers_[static_cast<size_t>(w)]->clock.get() == writer.clock) {
+          owner = workers_[static_cast<size_t>(w)].get();
         }
       }
+      if (owner == nullptr) continue;  // written by a copy stream
+      if (slot.write) return *owner;
+      if (recent_reader_stream == nullptr && writer.clock->issued_now() - writer.mark < kAffinity) {
+        recent_reader_stream = owner;
+      }
     }
+    if (recent_reader_stream != nullptr) return *recent_reader_stream;
   }
   const uint32_t turn = next_.fetch_add(1, std::memory_order_relaxed);
   return *workers_[turn % static_cast<uint32_t>(compute_)];
@@ -219,6 +255,7 @@ void gpu_before_run(OprBlock* op, StreamClock& clock) {
 
 void gpu_after_run(OprBlock* op, StreamClock& clock) {
   const StreamMark mark{&clock, clock.issue()};
+  clock.after_issue();
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     VarSlot& slot = op->slots[i];
     Var* var = slot.var;

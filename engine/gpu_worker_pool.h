@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +22,7 @@
 namespace weft::detail {
 
 /// The sequence of operations queued on one stream (Note [Lazy stream marks] in engine/var.h).
-/// `issue` is called by the stream's owner only; the other members are thread-safe.
+/// `issue` and `after_issue` are called by the stream's owner only; the rest is thread-safe.
 struct StreamClock {
   StreamClock(Stream s, DeviceAPI* a) : stream(s), api(a) {}
   StreamClock(const StreamClock&) = delete;
@@ -29,8 +30,13 @@ struct StreamClock {
 
   /// Counts one more operation whose work is queued on the stream; returns its mark.
   uint64_t issue() { return issued.fetch_add(1, std::memory_order_acq_rel) + 1; }
-  /// An event that completes only after the work of `mark` (recorded now when none covers it),
-  /// and the mark it covers.
+  /// After an operation's mark is published: records an event now when none was recorded for
+  /// kEagerInterval (Note [Eager events]).
+  void after_issue();
+  /// The operations queued so far.
+  uint64_t issued_now() const { return issued.load(std::memory_order_acquire); }
+  /// The earliest recorded event that completes only after the work of `mark` (one is
+  /// recorded now when none covers it), and the mark it covers.
   std::pair<std::shared_ptr<Event>, uint64_t> event_covering(uint64_t mark);
   /// Whether the work of `mark` has completed; with `query` false only what is already known
   /// (no event is recorded or queried). Throws Error when the device reports a fault.
@@ -39,12 +45,25 @@ struct StreamClock {
   const Stream stream;
   DeviceAPI* const api;
 
+  /// Note [Eager events]: the owner records an event at most this often on its own.
+  static constexpr int64_t kEagerIntervalNs = 20'000;
+  /// Events kept per stream, oldest first; older ones are forgotten (their marks then map to a
+  /// newer event, which completes later: never too early).
+  static constexpr size_t kKeptEvents = 32;
+
  private:
+  struct Recorded {
+    uint64_t mark;
+    std::shared_ptr<Event> event;
+  };
+  /// Records an event covering every mark issued so far; requires `lock`.
+  void record_locked();
+
   std::atomic<uint64_t> issued{0};
   std::atomic<uint64_t> completed{0};  ///< every mark up to this one has completed
-  SpinLock lock;                       ///< guards event and event_mark
-  std::shared_ptr<Event> event;        ///< the newest recorded event
-  uint64_t event_mark = 0;             ///< the marks it covers
+  SpinLock lock;                       ///< guards events
+  std::deque<Recorded> events;         ///< by mark, oldest first
+  int64_t last_record_ns = 0;          ///< the owner's clock of the newest record; owner only
 };
 
 /// The workers of one GPU. Operations are routed by property: kCopyToDevice to the host-to-device

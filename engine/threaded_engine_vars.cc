@@ -66,6 +66,35 @@ void ThreadedEngine::delete_var(VarHandle var, SyncFn on_deleted) {
   push_block(op, {}, {var}, "delete_var");
 }
 
+// Note [Stream-ordered frees]
+// A variable of device memory dies with GPU work still queued on it (GPU operations complete
+// when queued). As a CPU operation its deleter would wait in the event poller until that work
+// has run, then run on a CPU worker woken for it: a wake-up and a trip through the poller per
+// dropped array, on the way of every `a = a + 1`. Instead delete_var_on makes the deleter a GPU
+// operation of the memory's device, writing the variable: the pool routes it to the stream that
+// last wrote the variable (Note [GPU stream choice]), and a deleter made ready by the operation
+// that last used the variable runs inline on that operation's worker. Like any GPU operation it
+// makes its stream wait for the variable's marks on other streams, so the free is ordered after
+// all the work that touches the memory, and it runs with the stream current: the device pool
+// hands the block to later work on that stream at once and to other streams behind an event
+// (PooledAllocator in memory/pooled_allocator.h). No thread waits for the device.
+void ThreadedEngine::delete_var_on(VarHandle var, Device device, SyncFn on_deleted) {
+  if (device.type != DeviceType::kCUDA) {
+    delete_var(var, std::move(on_deleted));
+    return;
+  }
+  Var* target = detail::live_var(var, "delete_var");
+  WEFT_CHECK(target->owner == this) << "delete_var: " << var << " belongs to another engine";
+  check_device(device);  // before retiring: a device without workers leaves the handle live
+  WEFT_CHECK(detail::retire(var)) << "delete_var: " << var
+                                  << " was deleted (delete_var called twice on this handle)";
+  OprBlock* op = ObjectPool<OprBlock>::create();
+  op->kind = OpKind::kDeleteVar;
+  op->device = device;
+  if (on_deleted) op->set_body(std::move(on_deleted));
+  push_block(op, {}, {var}, "delete_var");
+}
+
 void ThreadedEngine::wait_for_var(VarHandle var) {
   detail::check_not_inside_operation("wait_for_var");
   Var* target = detail::live_var(var, "wait_for_var");

@@ -260,7 +260,8 @@ std::string describe_failure(const std::string& op_name, std::exception_ptr erro
 // operations its worker has queued, and an operation's mark is the count after it. Recording a
 // CUDA event for every operation cost a pooled event and a cudaEventRecord on the worker's hot
 // path, and almost none was ever waited for: a chain on one stream is ordered by the stream. An
-// event is recorded only when somebody needs one (another stream, the poller), at that moment,
+// event is recorded when somebody needs one (another stream, the poller) and none covers the mark
+// yet, and at a bounded rate by the stream's owner (Note [Eager events]); when recorded on demand,
 // on the marked stream; it covers every operation queued there so far, the marked one among them
 // (its mark was published after its work was queued), so waiting for it is never too early, and
 // one event then serves every later request for a mark it covers. A stream also remembers how

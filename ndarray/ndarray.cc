@@ -61,8 +61,9 @@ class RecycleBin {
     for (int i = 0; i < count_; ++i) {
       Entry& e = slots_[i];
       if (Runtime::is_current(e.generation)) {
-        e.engine->delete_var(
-            e.var, [block = std::move(e.data)](const RunContext&) mutable { block.reset(); });
+        e.engine->delete_var_on(
+            e.var, e.device,
+            [block = std::move(e.data)](const RunContext&) mutable { block.reset(); });
       } else {
         e.data.reset();
       }
@@ -102,8 +103,10 @@ Storage::~Storage() {
     RecycleBin* bin = recycle_bin();
     if (bin != nullptr && bin->put(*this)) return;
   }
-  // The memory goes back to the pool only after every pending operation on the var completed.
-  engine->delete_var(var, [block = std::move(data)](const RunContext&) mutable { block.reset(); });
+  // The memory goes back to the pool only after every pending operation on the var completed
+  // (on a GPU: was queued, Note [Stream-ordered frees] in engine/threaded_engine_vars.cc).
+  engine->delete_var_on(var, device,
+                        [block = std::move(data)](const RunContext&) mutable { block.reset(); });
 }
 }  // namespace detail
 

@@ -256,6 +256,9 @@ class Op {
   Op& operator=(const Op&) = delete;
 
   const std::string& name() const { return name_; }
+  /// Whether the op's parameters are parsed by a schema given at run time (set_param_schema, as
+  /// foreign operators do): such attributes are parsed anew rather than shared.
+  bool has_runtime_params() const { return runtime_params_; }
   const std::string& description() const { return description_; }
   const std::vector<std::string>& aliases() const { return aliases_; }
 

@@ -209,11 +209,20 @@ TEST_F(SimGpuEngine, RandomWorkloadOfCpuAndGpuVarsMatchesTheSynchronousEngine) {
 }
 
 TEST_F(SimGpuEngine, ReadersOnOtherStreamsSeeTheSlowWritersValue) {
-  // A slow kernel writes X; then independent operations each copy X into their own Y. Fresh
-  // outputs take the compute streams in turn, so most readers run on another stream than the
-  // writer and must wait for its event on the device.
+  // A slow kernel writes X; then independent operations each copy X into their own Y. Each Y is
+  // first written by an operation of its own, and such operations (touching no recent GPU work)
+  // take the compute streams in turn; a reader goes to the stream that last wrote its Y (Note
+  // [GPU stream choice]), so most readers run on another stream than the writer of X and must
+  // wait for its event on the device.
   World w(EngineKind::kThreaded, 0, 9, 4);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.buffers[i].device = Device::cuda(0);
+  for (size_t i = 1; i < w.buffers.size(); ++i) {
+    const Buffer y = w.buffers[i];
+    w.engine->push_sync(
+        [y](const RunContext& rc) { sim().launch(rc.stream, [y] { y.data[0] = -1; }); }, y.device,
+        {}, {y.var}, FnProperty::kNormal, 0, "init_y");
+  }
+  run_with_deadline("wait_for_all", [&] { w.engine->wait_for_all(); });
   const int64_t waits_before = sim().cross_stream_waits();
   auto mismatches = std::make_shared<std::atomic<int>>(0);
   const Buffer x = w.buffers[0];
@@ -309,6 +318,56 @@ TEST_F(SimGpuEngine, CpuWorkWaitsAndDeletersRunOnlyAfterTheKernelsOfTheirVariabl
     EXPECT_EQ(*seen, 60 + round) << "the deleter ran before the kernel writing the variable";
     EXPECT_TRUE(*reader_finished) << "the deleter ran before the kernel reading the variable";
     EXPECT_EQ(out.data[0], 60 + round);
+  }
+}
+
+// Note [Stream-ordered frees]: the deleter of device memory (delete_var_on) is a GPU operation.
+// It runs with a stream current, before the device has run the variable's work, and whatever it
+// queues on that stream (the pool's free, here a check that frees the memory) runs after all of
+// that work: a slow writer, slow readers spread over three compute streams and a copy-out.
+TEST_F(SimGpuEngine, DeviceMemoryDeletersAreOrderedBehindTheVariablesWorkOnEveryStream) {
+  World w(EngineKind::kThreaded, 1, 0, 3);
+  const Buffer host = w.buffers[0];
+  const Device gpu = Device::cuda(0);
+  constexpr int kReaders = 4;
+  for (int round = 0; round < 5; ++round) {
+    auto data = std::make_shared<std::vector<int64_t>>(kElems, 0);
+    const Buffer v{gpu, data->data(), w.engine->new_var()};
+    push_slow_write(*w.engine, v, 70 + round);
+    auto reads = std::make_shared<std::atomic<int>>(0);
+    std::vector<VarHandle> outs;
+    for (int r = 0; r < kReaders; ++r) {
+      outs.push_back(w.engine->new_var());
+      w.engine->push_sync(
+          [v, reads](const RunContext& rc) {
+            sim().launch(
+                rc.stream, [v, reads] { reads->fetch_add(v.data[0] >= 70 ? 1 : 100); }, kSlow);
+          },
+          gpu, {v.var}, {outs.back()}, FnProperty::kNormal, 0, "slow_read");
+    }
+    w.engine->push_sync(
+        [v, host](const RunContext& rc) {
+          sim().copy(host.data, Device::cpu(), v.data, v.device, kElems * sizeof(int64_t),
+                     rc.stream);
+        },
+        gpu, {v.var}, {host.var}, FnProperty::kCopyFromDevice, 0, "copy_out");
+    auto verdict = std::make_shared<std::atomic<int>>(-1);
+    auto ran_on_its_stream = std::make_shared<std::atomic<bool>>(false);
+    const int64_t want = 70 + round;
+    w.engine->delete_var_on(
+        v.var, gpu, [data, reads, verdict, ran_on_its_stream, want](const RunContext& rc) {
+          ran_on_its_stream->store(rc.stream.handle != nullptr &&
+                                   current_stream(Device::cuda(0)).handle == rc.stream.handle);
+          sim().launch(rc.stream, [data, reads, verdict, want] {
+            verdict->store((*data)[0] == want && reads->load() == kReaders ? 1 : 0);
+            std::vector<int64_t>().swap(*data);  // the free: a late kernel would touch freed memory
+          });
+        });
+    run_with_deadline("wait_for_all", [&] { w.engine->wait_for_all(); });
+    EXPECT_TRUE(ran_on_its_stream->load()) << "the deleter ran without its stream current";
+    EXPECT_EQ(verdict->load(), 1) << "the free was queued before the variable's work completed";
+    EXPECT_EQ(host.data[kElems - 1], want);
+    for (VarHandle o : outs) w.engine->delete_var(o);
   }
 }
 
