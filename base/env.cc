@@ -60,6 +60,11 @@ Environment read_environment() {
   env.profile_max_events = get_integer("WEFT_PROFILE_MAX_EVENTS", 1, int64_t{1} << 40);
   env.dnnl_primitive_cache_entries = get_integer("WEFT_DNNL_PRIMITIVE_CACHE", 1, int64_t{1} << 20);
   env.dnnl_weight_cache_mb = get_integer("WEFT_DNNL_WEIGHT_CACHE_MB", 0, int64_t{1} << 30);
+  env.cudnn_algo = get("WEFT_CUDNN_ALGO");
+  if (env.cudnn_algo) {
+    WEFT_CHECK(*env.cudnn_algo == "heuristic" || *env.cudnn_algo == "measure")
+        << "WEFT_CUDNN_ALGO must be 'heuristic' or 'measure', got '" << *env.cudnn_algo << "'";
+  }
   env.dist_timeout_s = get_positive("WEFT_DIST_TIMEOUT");
   env.dist_fusion_bytes = get_integer("WEFT_DIST_FUSION_BYTES", 0, int64_t{1} << 40);
   env.dist_cycle_ms = get_positive("WEFT_DIST_CYCLE_MS");

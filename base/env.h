@@ -22,6 +22,8 @@ struct Environment {
   std::optional<int64_t> dnnl_primitive_cache_entries;
   /// WEFT_DNNL_WEIGHT_CACHE_MB: budget of the oneDNN reordered-weight cache in MiB (>= 0)
   std::optional<int64_t> dnnl_weight_cache_mb;
+  /// WEFT_CUDNN_ALGO: how cuDNN convolution algorithms are chosen, "heuristic" or "measure"
+  std::optional<std::string> cudnn_algo;
   /// WEFT_DIST_TIMEOUT: seconds before a silent rank or an unmatched collective fails (> 0)
   std::optional<double> dist_timeout_s;
   /// WEFT_DIST_FUSION_BYTES: the tensor fusion buffer's size in bytes (>= 0; 0 turns fusion off)

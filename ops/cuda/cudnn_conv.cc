@@ -3,27 +3,30 @@
 // ops of the family are in cudnn_nn.cc.
 //
 // Note [cuDNN algorithm choice]: an algorithm is chosen once per (direction, geometry, dtype,
-// device) and kept in a process-wide map under a mutex. By default it is measured, as MXNet's
-// cudnn_tune=fastest and PyTorch's cudnn.benchmark do: cudnnFind*AlgorithmEx times the candidates
-// on the operation's own inputs, writing into a scratch output of the result's size (so an
-// output that is accumulated into is never clobbered by a trial), with up to kTrialWorkspace of
-// scratch workspace. That costs one host wait the first time a geometry runs. With
-// WEFT_CUDNN_ALGO=heuristic (or when the trial buffers cannot be had) the choice is
-// cudnnGet*Algorithm_v7's ranking, where nothing runs. float32 and float64 run in CUDNN_FMA_MATH
-// (no TF32) and skip the FFT and Winograd algorithms when another one works, so results match
-// the CPU's direct sums to rounding; float16/bfloat16 allow tensor cores and accumulate in float.
-// The workspace comes from Scratch on the op's stream.
+// device) and kept in a process-wide map under a mutex. By default the choice is the ranking of
+// cudnnGet*Algorithm_v7 (heuristics; nothing runs). With WEFT_CUDNN_ALGO=measure it is measured,
+// as MXNet's cudnn_tune=fastest and PyTorch's cudnn.benchmark do: cudnnFind*AlgorithmEx times
+// the candidates on the operation's own inputs, writing into a scratch output of the result's
+// size (so an output that is accumulated into is never clobbered by a trial), with up to
+// kTrialWorkspace of scratch workspace, at the cost of one host wait the first time a geometry
+// runs. Measured is not the default because it measured slower on an H100 (2026-11-28,
+// docs/GPU.md): the 3×3 64→64 56² b32 convolution took 0.33 ms in float32 and 0.16 ms in
+// bfloat16 with the measured pick, 0.27 and 0.089 ms with the heuristics' (each trial runs
+// once, cold, so the search ranks by first-run times). float32 and float64 run in
+// CUDNN_FMA_MATH (no TF32) and skip the FFT and Winograd algorithms when another one works, so
+// results match the CPU's direct sums to rounding; float16/bfloat16 allow tensor cores and
+// accumulate in float. The workspace comes from Scratch on the op's stream.
 #include "ops/cuda/cudnn_conv.h"
 
 #include <cudnn.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "base/env.h"
 #include "ops/cuda/conv_bias_grad.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
@@ -192,8 +195,12 @@ constexpr size_t kTrialWorkspace = size_t{256} << 20;
 
 bool measure_algorithms() {
   static const bool measure = [] {
-    const char* v = std::getenv("WEFT_CUDNN_ALGO");
-    return v == nullptr || std::strcmp(v, "heuristic") != 0;
+    try {
+      const std::optional<std::string> v = read_environment().cudnn_algo;
+      return v && *v == "measure";
+    } catch (const Error&) {
+      return false;  // a malformed WEFT_* variable: its own reader reports it
+    }
   }();
   return measure;
 }

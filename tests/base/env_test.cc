@@ -105,5 +105,18 @@ TEST(ScopedEnvTest, RestoresPreviousValue) {
   EXPECT_STREQ(std::getenv("WEFT_TEST_SCOPED_ENV"), "outer");
 }
 
+TEST_F(EnvTest, CudnnAlgorithmChoiceIsHeuristicOrMeasure) {
+  ScopedEnv unset("WEFT_CUDNN_ALGO", std::nullopt);
+  EXPECT_FALSE(read_environment().cudnn_algo.has_value());
+  {
+    ScopedEnv set("WEFT_CUDNN_ALGO", "measure");
+    EXPECT_EQ(read_environment().cudnn_algo, "measure");
+  }
+  ScopedEnv set("WEFT_CUDNN_ALGO", "fastest");
+  std::string message = read_error();
+  EXPECT_NE(message.find("WEFT_CUDNN_ALGO"), std::string::npos) << message;
+  EXPECT_NE(message.find("fastest"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace weft::testing
