@@ -20,7 +20,9 @@
 # DataLoader, and tf.data where installed, on the same generated images), dist (weft_dist_bench
 # through bench/dist/run.sh: allreduce through the engine against plain MPI_Allreduce and
 # torch.distributed with Gloo, under mpirun), gpu (weft_gpu_bench through bench/gpu/run.sh: tiny-op
-# overhead, a dependent chain, convolution and matrix product on cuda:0 against PyTorch).
+# overhead, a dependent chain, convolution and matrix product on cuda:0 against PyTorch),
+# gpu-replay (bench/gpu/replay.sh: `weft replay --device cuda:0` of ResNet-50, MobileNetV2 and
+# Inception-v3 at batch 1/32/256 against PyTorch's eager, channels_last and CUDA-graph forms).
 # A new suite adds one arm to each of the two case statements below; python and train build
 # nothing and run from the first.
 #
@@ -44,7 +46,7 @@
 # (default: nproc, at most 2).
 set -euo pipefail
 
-suites="engine memory ops planner replay ffi python train serve data dist gpu"
+suites="engine memory ops planner replay ffi python train serve data dist gpu gpu-replay"
 
 usage() {
   echo "usage: $0 SUITE [--quick] [flags passed to the suite's benchmark]" >&2
@@ -102,6 +104,9 @@ case "${suite}" in
   gpu)
     target=weft_gpu_bench  # needs the CUDA build and a GPU; the peer is the machine's torch
     ;;
+  gpu-replay)
+    target=weft_cli  # `weft replay --device cuda:0`; the peer is the machine's torch
+    ;;
   python|train)
     # Nothing to build (scripts/test.sh builds and installs the package): runs from this arm.
     repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -155,7 +160,8 @@ esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 default_build="${repo}/build-bench"
-[[ "${suite}" == gpu ]] && default_build="${repo}/build-bench-gpu"  # the CUDA build (configure)
+[[ "${suite}" == gpu || "${suite}" == gpu-replay ]] &&
+  default_build="${repo}/build-bench-gpu"  # the CUDA build (configure)
 build="${WEFT_BENCH_BUILD_DIR:-${default_build}}"
 
 # oneTBB is the peer every engine comparison runs against; bench/CMakeLists.txt requires it.
@@ -180,7 +186,7 @@ configure() {
   # The CPU suites do not need the CUDA kernels (compiling them is most of a clean tree's build
   # on two cores): only the gpu suite, in its own tree, builds with CUDA.
   local cuda=OFF
-  [[ "${suite}" == gpu ]] && cuda=AUTO
+  [[ "${suite}" == gpu || "${suite}" == gpu-replay ]] && cuda=AUTO
   if ! cmake -S "${repo}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
          -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_USE_CUDA="${cuda}" \
          ${WEFT_BENCH_CMAKE_ARGS:-} \
@@ -265,5 +271,8 @@ case "${suite}" in
     ;;
   gpu)
     WEFT_GPU_BENCH_BIN="${build}/bench/gpu/weft_gpu_bench" exec "${repo}/bench/gpu/run.sh" "$@"
+    ;;
+  gpu-replay)
+    WEFT_BIN="${build}/tools/weft" exec "${repo}/bench/gpu/replay.sh" "$@"
     ;;
 esac

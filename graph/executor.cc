@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/profiler.h"
+#include "devices/device_api.h"
 #include "graph/executor_run.h"
 #include "graph/fuse.h"
 #include "graph/gradient.h"
@@ -49,7 +50,14 @@ class ExecutorImpl final : public Executor {
         options_(options),
         engine_(Runtime::get().engine()),
         generation_(Runtime::get().generation()) {
-    WEFT_CHECK_AS(NotImplemented, options_.device.type == DeviceType::kCPU)
+    // Note [Executor on a GPU]: one device per executor. On cuda:N every node runs its CUDA
+    // kernel on the GPU pool's streams (the engine orders them across streams), the arena comes
+    // from the device's pool, and kernels take scratch memory beyond the planned workspace from
+    // that pool on their stream. Graphs whose nodes lack a CUDA kernel are refused at bind
+    // (build_runs names the node); mixed placement with copy nodes is not built yet.
+    WEFT_CHECK_AS(NotImplemented, options_.device.type == DeviceType::kCPU ||
+                                      (options_.device.type == DeviceType::kCUDA &&
+                                       DeviceAPI::try_get(DeviceType::kCUDA) != nullptr))
         << "executor: device " << weft::to_string(options_.device)
         << " has no operator kernels in this build; bind on cpu (graph::place_devices shows the "
            "fallback plan)";
@@ -370,6 +378,9 @@ class ExecutorImpl final : public Executor {
       r.compute = n.op->compute(options_.device.type);
       r.async = r.compute ? nullptr : n.op->async_compute(options_.device.type);
       r.stateful = r.compute || r.async ? nullptr : n.op->stateful_compute(options_.device.type);
+      if (options_.device.type == DeviceType::kCUDA) {
+        r.temp_allocator = &Runtime::get().allocator(options_.device);
+      }
       WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful || r.async)
           << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
           << " has no kernel on " << weft::to_string(options_.device);

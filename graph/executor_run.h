@@ -43,7 +43,8 @@ struct NodeRun {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;
-  bool identity = false;  // in-place identity (FInplaceIdentity): nothing to compute
+  Allocator* temp_allocator = nullptr;  // a GPU's pool: CUDA kernels' scratch beyond `workspace`
+  bool identity = false;                // in-place identity (FInplaceIdentity): nothing to compute
   bool time_ops = false;
   double total_ms = 0;
   int64_t calls = 0;
@@ -60,6 +61,7 @@ struct NodeRun {
     ctx.workspace = workspace;
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random;
+    ctx.temp_allocator = temp_allocator;
     for (size_t i = 0; i < in_vars.size(); ++i)
       versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;
     ctx.input_storage_ids = storage_ids.data();

@@ -25,9 +25,11 @@ void init_variable(const std::string& name, bool is_input, NDArray& dst) {
     const double a = std::sqrt(6.0 / static_cast<double>(std::max<int64_t>(fan_in, 1)));
     low = -a, high = a;
   }
+  // Drawn on the CPU whatever the destination: a GPU's generator draws other values for the
+  // same seed, and a replay on cuda:N is compared with one on the CPU.
   if (dst.dtype() == DType::kFloat32 || dst.dtype() == DType::kFloat64 ||
       dst.dtype() == DType::kFloat16) {
-    NDArray::uniform(s, low, high, dst.dtype(), dst.device()).copy_to(dst);
+    NDArray::uniform(s, low, high, dst.dtype(), Device::cpu()).copy_to(dst);
   } else {
     NDArray::zeros(s, dst.dtype(), dst.device()).copy_to(dst);
   }

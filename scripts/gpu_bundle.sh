@@ -17,6 +17,10 @@ for bin in tests/weft_gpu_engine_tests tests/weft_gpu_tests tests/weft_ops_tests
   mkdir -p "$stage/$(dirname "$bin")"
   strip -o "$stage/$bin" "$build/$bin"
 done
+# The shared model graphs (../shared does not travel): the executor's GPU tests replay them.
+if [ -d "$root/../shared/models" ]; then
+  mkdir -p "$stage/models" && cp "$root"/../shared/models/*.json "$stage/models/"
+fi
 git -C "$root" rev-parse HEAD > "$stage/COMMIT"
 git -C "$root" status --short >> "$stage/COMMIT"
 mkdir -p "$root/.gpu"

@@ -2,8 +2,9 @@
 # On the lent GPU machine, in one call: sets up the dependencies (scripts/gpu_env.sh), takes the
 # binaries from .gpu/bundle.tar.xz when they run there (made here by scripts/gpu_bundle.sh),
 # else builds them (scripts/gpu_build.sh), then runs every GPU suite and bench/gpu against
-# PyTorch (scripts/gpu_test.sh --bench) and the tiny-op figures with one compute stream. Logs and
-# $OUT/summary.txt come back; the summary is printed last.
+# PyTorch (scripts/gpu_test.sh --bench), the tiny-op figures with one and four compute streams,
+# the measured convolution algorithms, and the executor's replay against PyTorch (bench/gpu/
+# replay.sh --quick). Logs and $OUT/summary.txt come back; the summary is printed last.
 #   bash scripts/gpu_session.sh            (with .gpu carried)
 set -uo pipefail
 out=${OUT:-/tmp/weft-gpu}
@@ -30,7 +31,9 @@ if [ $prebuilt = no ]; then
   bash scripts/gpu_build.sh weft_gpu_engine_tests weft_gpu_tests weft_ops_tests weft_devices_tests \
     weft_memory_tests weft_cli weft_gpu_bench || exit 1
 fi
-log "ready after $(( $(date +%s) - t0 )) s"
+[ -d build-gpu/models ] && export WEFT_MODELS_DIR=$PWD/build-gpu/models
+[ -d .gpu/models ] && export WEFT_MODELS_DIR=$PWD/.gpu/models
+log "ready after $(( $(date +%s) - t0 )) s; models: ${WEFT_MODELS_DIR:-none}"
 bash scripts/gpu_test.sh --bench
 for streams in 1 4; do
   WEFT_GPU_STREAMS=$streams timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>&1 |
@@ -42,5 +45,10 @@ WEFT_CUDNN_ALGO=measure timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>
   grep -E "conv" | sed "s/^/measured: /" | tee -a "$out/summary.txt"
 WEFT_GPU_STREAMS=1 timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>&1 |
   grep -E "conv|matmul" | sed "s/^/streams=1: /" | tee -a "$out/summary.txt"
+# The graph executor on cuda:0 against PyTorch's forms (bench/run.sh gpu-replay), quick.
+if [ -n "${WEFT_MODELS_DIR:-}" ]; then
+  WEFT_BIN=build-gpu/tools/weft timeout 300 bash bench/gpu/replay.sh --quick > "$out/gpu_replay.txt" 2>&1
+  grep -E "^compare|failed" "$out/gpu_replay.txt" | tee -a "$out/summary.txt"
+fi
 log "done after $(( $(date +%s) - t0 )) s"
 echo; echo "==== summary"; cat "$out/summary.txt"
