@@ -92,17 +92,29 @@ std::pair<Arrays, Arrays> split(const Graph& g, const Arrays& vars, Device devic
   return {args, aux};
 }
 
+// A model file with its inputs at `batch` and deterministic values (seeded by `seed`).
+struct Case {
+  std::shared_ptr<const Graph> graph;
+  InferInputs inputs;
+  Arrays vars;
+  Case(const std::string& file, int64_t batch, uint64_t seed)
+      : graph(std::make_shared<const Graph>(load_json_file(testing::models_dir() / file))),
+        inputs(testing::model_inputs(file, batch)) {
+    random_seed(seed);
+    vars = initial_values(*graph, inputs, infer_shapes_types(*graph, inputs));
+  }
+};
+
 class GpuExecutor : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuExecutor, EqualsTheCpuExecutorAtBatch1) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   WEFT_REQUIRE_MODELS();
   const std::string file = GetParam();
-  auto g = std::make_shared<const Graph>(load_json_file(testing::models_dir() / file));
-  const InferInputs inputs = testing::model_inputs(file, 1);
-  const InferResult inferred = infer_shapes_types(*g, inputs);
-  random_seed(7);
-  const Arrays vars = initial_values(*g, inputs, inferred);
+  const Case c(file, 1, 7);
+  const auto& g = c.graph;
+  const InferInputs& inputs = c.inputs;
+  const Arrays& vars = c.vars;
   std::vector<NDArray> heads[2];
   for (int d = 0; d < 2; ++d) {
     const Device device = d == 0 ? Device::cpu() : Device::cuda(0);
@@ -143,12 +155,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GpuExecutor, ::testing::ValuesIn(model_files())
 TEST(GpuExecutorTraining, MlpGradientsEqualTheCpus) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   WEFT_REQUIRE_MODELS();
-  const std::string file = "apache__mxnet__save_000800.json";
-  auto g = std::make_shared<const Graph>(load_json_file(testing::models_dir() / file));
-  const InferInputs inputs = testing::model_inputs(file, 16);
-  const InferResult inferred = infer_shapes_types(*g, inputs);
-  random_seed(11);
-  const Arrays vars = initial_values(*g, inputs, inferred);
+  const Case c("apache__mxnet__save_000800.json", 16, 11);
+  const auto& g = c.graph;
+  const InferInputs& inputs = c.inputs;
+  const Arrays& vars = c.vars;
   std::vector<NDArray> outs[2];
   std::map<std::string, NDArray> grads[2];
   for (int d = 0; d < 2; ++d) {

@@ -10,6 +10,7 @@
 #include "base/build_config.h"
 #include "base/error.h"
 #include "tests/ops/op_harness.h"
+#include "tests/ops/rnn_cases.h"
 
 #if WEFT_USE_CUDA
 #include "ops/cuda/cudnn_rnn.h"
@@ -18,43 +19,13 @@
 namespace weft::testing {
 namespace {
 
-struct Config {
-  std::string mode = "lstm";
-  int64_t T = 7, N = 5, I = 3, H = 9, L = 2, D = 2;
-  std::vector<int64_t> lens;  ///< empty: no sequence_length input
-  bool state_outputs = true;
-  DType dtype = DType::kFloat32;
+// Two bidirectional layers of odd sizes by default.
+struct Config : RnnCase {
+  Config() { T = 7, N = 5, I = 3, H = 9, L = 2, D = 2; }
 };
-
-int64_t param_size(const Config& c) {
-  const int64_t gh = (c.mode == "lstm" ? 4 : c.mode == "gru" ? 3 : 1) * c.H;
-  int64_t total = 0;
-  for (int64_t l = 0; l < c.L; ++l) total += c.D * (gh * ((l == 0 ? c.I : c.D * c.H) + c.H + 2));
-  return total;
-}
-
-AttrMap attrs_of(const Config& c) {
-  AttrMap a{{"mode", c.mode},
-            {"state_size", std::to_string(c.H)},
-            {"num_layers", std::to_string(c.L)},
-            {"bidirectional", c.D == 2 ? "True" : "False"},
-            {"state_outputs", c.state_outputs ? "True" : "False"}};
-  if (!c.lens.empty()) a["use_sequence_length"] = "True";
-  return a;
-}
-
+AttrMap attrs_of(const Config& c) { return rnn_attrs(c); }
 std::vector<HostTensor> inputs_of(const Config& c, uint64_t seed = 5) {
-  std::vector<HostTensor> in;
-  in.push_back(HostTensor::random(Shape{c.T, c.N, c.I}, seed, -1, 1, c.dtype));
-  in.push_back(HostTensor::random(Shape{param_size(c)}, seed + 1, -0.5, 0.5, c.dtype));
-  in.push_back(HostTensor::random(Shape{c.L * c.D, c.N, c.H}, seed + 2, -0.5, 0.5, c.dtype));
-  if (c.mode == "lstm")
-    in.push_back(HostTensor::random(Shape{c.L * c.D, c.N, c.H}, seed + 3, -0.5, 0.5, c.dtype));
-  if (!c.lens.empty()) {
-    std::vector<double> v(c.lens.begin(), c.lens.end());
-    in.push_back(HostTensor::of(Shape{c.N}, v, DType::kInt32));
-  }
-  return in;
+  return rnn_inputs(c, seed);
 }
 
 CudaCompare tolerances(DType dtype) {

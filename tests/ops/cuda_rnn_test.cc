@@ -7,46 +7,15 @@
 #include <vector>
 
 #include "tests/ops/op_harness.h"
+#include "tests/ops/rnn_cases.h"
 
 namespace weft::testing {
 namespace {
 
-struct Config {
-  std::string mode = "lstm";
-  int64_t T = 5, N = 3, I = 7, H = 6, L = 1, D = 1;
-  std::vector<int64_t> lens;  ///< empty: no sequence_length input
-  DType dtype = DType::kFloat32;
-};
-
-int64_t param_size(const Config& c) {
-  const int64_t gh = (c.mode == "lstm" ? 4 : c.mode == "gru" ? 3 : 1) * c.H;
-  int64_t total = 0;
-  for (int64_t l = 0; l < c.L; ++l) total += c.D * (gh * ((l == 0 ? c.I : c.D * c.H) + c.H + 2));
-  return total;
-}
-
-AttrMap attrs_of(const Config& c) {
-  AttrMap a{{"mode", c.mode},
-            {"state_size", std::to_string(c.H)},
-            {"num_layers", std::to_string(c.L)},
-            {"bidirectional", c.D == 2 ? "True" : "False"},
-            {"state_outputs", "True"}};
-  if (!c.lens.empty()) a["use_sequence_length"] = "True";
-  return a;
-}
-
+using Config = RnnCase;
+AttrMap attrs_of(const Config& c) { return rnn_attrs(c); }
 std::vector<HostTensor> inputs_of(const Config& c, uint64_t seed = 3) {
-  std::vector<HostTensor> in;
-  in.push_back(HostTensor::random(Shape{c.T, c.N, c.I}, seed, -1, 1, c.dtype));
-  in.push_back(HostTensor::random(Shape{param_size(c)}, seed + 1, -0.5, 0.5, c.dtype));
-  in.push_back(HostTensor::random(Shape{c.L * c.D, c.N, c.H}, seed + 2, -0.5, 0.5, c.dtype));
-  if (c.mode == "lstm")
-    in.push_back(HostTensor::random(Shape{c.L * c.D, c.N, c.H}, seed + 3, -0.5, 0.5, c.dtype));
-  if (!c.lens.empty()) {
-    std::vector<double> v(c.lens.begin(), c.lens.end());
-    in.push_back(HostTensor::of(Shape{c.N}, v, DType::kInt32));
-  }
-  return in;
+  return rnn_inputs(c, seed);
 }
 
 CudaCompare tolerances(DType dtype) {
