@@ -294,14 +294,17 @@ class Engine {
   /// Hands `var` on for new state without deleting it: when no operation runs or waits on it and
   /// it carries no error, retires the handle (as delete_var does: using it afterwards is refused)
   /// and returns a new handle to a variable in the state new_var gives (version 0, no error);
-  /// otherwise returns a null handle and changes nothing (call delete_var instead). GPU work
-  /// still queued on it stays ordered before the new handle's first operation (Note [Renewed GPU
-  /// variables] in engine/ready_at_push.cc). What
+  /// otherwise returns a null handle and changes nothing (call delete_var instead). With
+  /// `device_memory` (the variable guards GPU memory), GPU work still queued on it stays ordered
+  /// before the new handle's first operation (Note [Renewed GPU variables] in
+  /// engine/ready_at_push.cc); without, a variable GPU work touched is refused, since host code
+  /// may write the memory of the new state directly. What
   /// delete_var and new_var would do together, without their work: the imperative runtime reuses
   /// the variable and memory of an array that died idle this way. Thread-safe; a call racing
   /// with a push of the same handle on another thread, unordered, is a bug in the caller.
-  virtual VarHandle renew_var(VarHandle var) {
+  virtual VarHandle renew_var(VarHandle var, bool device_memory = false) {
     static_cast<void>(var);
+    static_cast<void>(device_memory);
     return nullptr;
   }
 

@@ -40,16 +40,20 @@ using detail::OpKind;
 // stream by stream order, on another stream by an event, off the GPU in the poller. That is the
 // order the memory needs, since the old array's work is the only work that touches it. So a GPU
 // array overwritten in a loop (`c = a + b`) gives its memory and variable to the next result
-// with no delete_var, no trip through the pool and no new variable.
+// with no delete_var, no trip through the pool and no new variable. Only for device memory
+// (renew_var's `device_memory`): host memory that a copy still reads or writes (a pinned array,
+// a staged copy-out's destination) would be written by the new array's host code, which no mark
+// orders, so a host variable GPU work touched is refused.
 
-VarHandle ThreadedEngine::renew_var(VarHandle handle) {
+VarHandle ThreadedEngine::renew_var(VarHandle handle, bool device_memory) {
   Var* var = detail::live_var(handle, "renew_var");
   WEFT_CHECK(var->owner == this) << "renew_var: " << handle << " belongs to another engine";
   std::lock_guard<detail::SpinLock> lock(var->lock);
-  // A variable with GPU work still queued may be renewed: its marks stay (Note [Renewed GPU
-  // variables]).
+  // A variable of device memory with GPU work still queued may be renewed: its marks stay (Note
+  // [Renewed GPU variables]). Host memory that GPU work touched may not: a copy may still be
+  // reading or writing it, and the new array's host code writes it without the engine.
   if (var->write_running || var->running_reads != 0 || var->head != nullptr || var->deleted ||
-      var->has_error()) {
+      var->has_error() || (!device_memory && var->gpu_touched.load(std::memory_order_acquire))) {
     return nullptr;
   }
   // Note [Variable generations]: the old handle is invalid from now on.

@@ -371,8 +371,9 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
   if (op->inherited || !op->has_body) return complete(op, nullptr, true);
   std::exception_ptr error;
   if (on_gpu) {
+    op->gpu_clock = detail::current_gpu_clock();
     try {
-      detail::gpu_before_run(op, *detail::current_gpu_clock());
+      detail::gpu_before_run(op, *op->gpu_clock);
     } catch (...) {
       return complete(op, std::current_exception(), true);
     }
@@ -504,12 +505,10 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
   if (op->device.type == DeviceType::kCUDA) {
     // Note [GPU var events]: completed on its worker, a GPU operation's work may still be queued
     // on the stream: hang its mark on its variables before releasing them. An asynchronous GPU
-    // operation completed from another thread has finished its work already.
+    // operation completed from another thread (another worker of the pool included) has finished
+    // its work already.
     detail::StreamClock* clock = detail::current_gpu_clock();
-    const detail::GpuWorkerPool* pool = detail::current_gpu_pool();
-    if (clock != nullptr && pool != nullptr &&
-        pool->runner() == static_cast<const detail::OperationRunner*>(this) &&
-        pool->device() == op->device && !op->inherited) {
+    if (clock != nullptr && clock == op->gpu_clock && !op->inherited) {
       try {
         detail::gpu_after_run(op, *clock);
       } catch (...) {

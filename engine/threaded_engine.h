@@ -27,7 +27,7 @@ class ThreadedEngine final : public Engine, private detail::OperationRunner {
   VarHandle new_var() override;
   void delete_var(VarHandle var, SyncFn on_deleted) override;
   void delete_var_on(VarHandle var, Device device, SyncFn on_deleted) override;
-  VarHandle renew_var(VarHandle var) override;
+  VarHandle renew_var(VarHandle var, bool device_memory = false) override;
   void push_async(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,
                   int priority, std::string_view name) override;
   void push_sync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty property,

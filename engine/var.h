@@ -16,6 +16,8 @@
 namespace weft {
 namespace detail {
 
+struct StreamClock;
+
 /// The error of one failed operation, shared by every variable it reached. It counts as cleared
 /// once wait_for_all ran after it was recorded (`epoch` < the log's clear count); `delivered` is
 /// set by the first wait that rethrows it. Fields other than `delivered` are set before the slot
@@ -115,6 +117,8 @@ struct alignas(64) OprBlock {
   int64_t ready_ns = 0;
   int64_t start_ns = 0;
   int start_lane = 0;
+  /// The stream clock of the worker that ran the body of a GPU operation (Note [GPU var events]).
+  StreamClock* gpu_clock = nullptr;
 
   OprBlock() = default;
   ~OprBlock() {

@@ -36,7 +36,7 @@ class RecycleBin {
   /// Keeps `s`'s memory and renewed variable; false when it cannot (caller deletes normally).
   bool put(Storage& s) {
     if (count_ == kSlots || detail::current_worker_index() >= 0) return false;
-    VarHandle fresh = s.engine->renew_var(s.var);
+    VarHandle fresh = s.engine->renew_var(s.var, s.device.type == DeviceType::kCUDA);
     if (!fresh) return false;
     slots_[count_++] = Entry{std::move(s.data), fresh, s.engine, s.device, s.bytes, s.generation};
     return true;
@@ -322,22 +322,33 @@ void NDArray::copy_to(NDArray& dst) const {
 // Note [Pinned staging]: CUDA copies ordinary (pageable) host memory synchronously, staging it
 // through a driver buffer, so a copy worker would wait for every large transfer and nothing
 // else could be queued on its stream meanwhile. From kStageMin bytes up weft stages the
-// transfer itself through a block of the pinned pool: copy-in copies the source into the block
-// on the worker and queues an asynchronous host-to-device copy; copy-out queues an asynchronous
-// device-to-host copy into the block and, behind it on the stream, a host function that copies
-// the block into the destination. The block goes back to the pinned pool from a host function
-// queued after the transfer (the pinned pool records no events and calls no CUDA function when
-// a block is freed, which a host function must not). Readers of the destination are ordered
-// behind the stream's position after all of it, host function included. Smaller copies go
+// transfer itself through a block of the pinned pool: copy-in queues a host function that copies
+// the source into the block (in stream order: the source may be a staged copy-out's destination,
+// filled by that copy's own host function) and an asynchronous host-to-device copy; copy-out
+// queues an asynchronous device-to-host copy into the block and, behind it on the stream, a host
+// function that copies the block into the destination. The block goes back to the pinned pool from
+// a host function queued after the transfer (the pinned pool records no events and calls no CUDA
+// function when a block is freed, which a host function must not). Readers of the destination are
+// ordered behind the stream's position after all of it, host function included. Smaller copies go
 // straight through CUDA's own staging, which is cheaper there than a host function's hop.
 namespace {
 constexpr size_t kStageMin = size_t{64} << 10;
 
 struct StagedCopy {
   DataPtr block;
-  void* dst = nullptr;  ///< copy-out: the pageable destination; copy-in: null
+  void* dst = nullptr;         ///< copy-out: the pageable destination; copy-in: null
+  const void* src = nullptr;   ///< copy-in: the pageable source
+  std::shared_ptr<void> keep;  ///< the host array's storage, until the last host function
   size_t bytes = 0;
 };
+
+// Copy-in, on the stream before the transfer: the source may be the destination of a staged
+// copy-out whose own host function fills it later; the stream waits for that copy's mark, the
+// pushing worker does not, so the source is read here, in stream order.
+void fill_staged_copy(void* arg) {
+  auto* staged = static_cast<StagedCopy*>(arg);
+  std::memcpy(staged->block.get(), staged->src, staged->bytes);
+}
 
 void finish_staged_copy(void* arg) {
   std::unique_ptr<StagedCopy> staged(static_cast<StagedCopy*>(arg));
@@ -377,20 +388,28 @@ void NDArray::copy_across_devices(NDArray& dst) const {
         auto staged = std::make_unique<StagedCopy>();
         staged->block = pinned->allocate(bytes);
         staged->bytes = bytes;
-        if (from.type == DeviceType::kCPU) {  // Note [Pinned staging]: copy-in
-          std::memcpy(staged->block.get(), src_ptr, bytes);
-          api->copy(dst_ptr, to, staged->block.get(), host, bytes, rc.stream);
-        } else {  // copy-out
-          api->copy(staged->block.get(), host, src_ptr, from, bytes, rc.stream);
-          staged->dst = dst_ptr;
-        }
         try {
+          if (from.type == DeviceType::kCPU) {  // Note [Pinned staging]: copy-in
+            staged->src = src_ptr;
+            staged->keep = src_storage;
+            api->launch_host_func(rc.stream, &fill_staged_copy, staged.get());
+            api->copy(dst_ptr, to, staged->block.get(), host, bytes, rc.stream);
+          } else {  // copy-out
+            staged->dst = dst_ptr;
+            staged->keep = dst_storage;
+            api->copy(staged->block.get(), host, src_ptr, from, bytes, rc.stream);
+          }
           api->launch_host_func(rc.stream, &finish_staged_copy, staged.get());
-        } catch (const Error&) {
-          // No host function: wait here instead, so the block is never freed under the DMA.
-          api->synchronize(rc.stream);
-          finish_staged_copy(staged.release());
-          return;
+        } catch (...) {
+          // Wait here, so the block is never freed under a queued DMA or host function; if even
+          // that fails (a faulted device), the block is leaked rather than freed under them.
+          try {
+            api->synchronize(rc.stream);
+          } catch (...) {
+            static_cast<void>(staged.release());
+            throw;
+          }
+          throw;
         }
         staged.release();  // finish_staged_copy owns it now
       },

@@ -392,7 +392,7 @@ TEST_F(SimGpuEngine, RenewedGpuVariableOrdersItsFirstOperationsBehindTheOldKerne
     // The operation completes once its kernel is queued; then the variable can be renewed.
     VarHandle renewed;
     run_with_deadline("renew_var", [&] {
-      while (!(renewed = w.engine->renew_var(g.var))) {
+      while (!(renewed = w.engine->renew_var(g.var, /*device_memory=*/true))) {
         std::this_thread::sleep_for(microseconds(100));
       }
     });
@@ -475,6 +475,26 @@ TEST_F(SimGpuEngine, AnErrorOfAGpuOperationReachesItsReadersAndTheEngineStaysUsa
                       {c.var}, FnProperty::kNormal, 0, "cpu_reader");
   run_with_deadline("wait_for_all", [&] { w.engine->wait_for_all(); });
   EXPECT_EQ(c.data[0], 5);
+}
+
+// Host memory that GPU work touched (a pinned buffer a copy read) is never renewed: the new
+// state's host code would write it without the engine. Device memory is (its marks stay).
+TEST_F(SimGpuEngine, RenewalKeepsGpuMarksOnlyForDeviceMemory) {
+  World w(EngineKind::kThreaded, 1, 1, 1);
+  Buffer host = w.buffers[0], dev = w.buffers[1];
+  dev.device = Device::cuda(0);
+  w.engine->push_sync(
+      [host, dev](const RunContext& rc) {
+        sim().copy(dev.data, dev.device, host.data, Device::cpu(), kElems * sizeof(int64_t),
+                   rc.stream);
+      },
+      dev.device, {host.var}, {dev.var}, FnProperty::kCopyToDevice, 0, "copy_in");
+  run_with_deadline("wait_for_all", [&] { w.engine->wait_for_all(); });
+  EXPECT_FALSE(w.engine->renew_var(host.var)) << "a host variable a copy read was renewed";
+  EXPECT_FALSE(w.engine->renew_var(dev.var)) << "device memory renewed as host memory";
+  VarHandle fresh = w.engine->renew_var(dev.var, /*device_memory=*/true);
+  ASSERT_TRUE(fresh);
+  w.buffers[1].var = fresh;  // World deletes it
 }
 
 TEST_F(SimGpuEngine, WaitForAllWaitsForTheStreamsToDrain) {
