@@ -179,6 +179,45 @@ class CudaDeviceAPI final : public DeviceAPI {
     return ordinal;
   }
 
+  // Capture in thread-local mode: a call this thread makes that is unsafe during capture
+  // (cudaMalloc, a synchronisation, an event query) breaks the capture; other threads (the
+  // engine's other workers) go on as before.
+  bool can_capture() override { return true; }
+  void begin_capture(const Stream& stream) override {
+    CudaDeviceGuard scope(stream.device.id);
+    check_cuda(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream.handle),
+                                      cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture", stream.device);
+  }
+  void* end_capture(const Stream& stream) override {
+    CudaDeviceGuard scope(stream.device.id);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status =
+        cudaStreamEndCapture(static_cast<cudaStream_t>(stream.handle), &graph);
+    if (status != cudaSuccess || graph == nullptr) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      cudaGetLastError();  // capture errors are not sticky: clear the last error
+      check_cuda(status == cudaSuccess ? cudaErrorStreamCaptureInvalidated : status,
+                 "cudaStreamEndCapture", stream.device);
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check_cuda(made, "cudaGraphInstantiateWithFlags", stream.device);
+    return exec;
+  }
+  void launch_graph(void* graph, const Stream& stream) override {
+    CudaDeviceGuard scope(stream.device.id);
+    check_cuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph),
+                               static_cast<cudaStream_t>(stream.handle)),
+               "cudaGraphLaunch", stream.device);
+  }
+  void destroy_graph(Device device, void* graph) override {
+    if (graph == nullptr) return;
+    CudaDeviceGuard scope(device.id);
+    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
+
  protected:
   void destroy_event(Device device, void* handle) override {
     if (handle == nullptr) return;

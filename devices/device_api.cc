@@ -113,6 +113,23 @@ void DeviceAPI::launch_host_func(const Stream& stream, void (*)(void*), void*) {
                              << " is not provided by this device API";
 }
 
+void DeviceAPI::begin_capture(const Stream& stream) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::begin_capture: " << to_string(stream.device)
+                             << " has no stream capture";
+}
+void* DeviceAPI::end_capture(const Stream& stream) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::end_capture: " << to_string(stream.device)
+                             << " has no stream capture";
+}
+void DeviceAPI::launch_graph(void*, const Stream& stream) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::launch_graph: " << to_string(stream.device)
+                             << " has no stream capture";
+}
+void DeviceAPI::destroy_graph(Device device, void*) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::destroy_graph: " << to_string(device)
+                             << " has no stream capture";
+}
+
 namespace {
 thread_local const Stream* t_current_stream = nullptr;
 }  // namespace

@@ -114,6 +114,20 @@ class DeviceAPI {
   /// The calling thread's current device ordinal of this type (0 for the CPU).
   virtual int current_device() { return 0; }
 
+  /// Stream capture (CUDA graphs; Note [CUDA graph capture] in graph/graph_capture.cc). Between
+  /// begin_capture and end_capture, the work the calling thread submits to `stream` (and to
+  /// streams that wait for events recorded on a capturing stream, which join the capture) is
+  /// recorded instead of run; calls that would synchronise the host with the device fail instead.
+  /// end_capture returns an executable graph (an opaque handle), or throws Error naming what broke
+  /// the capture; either way the stream runs work normally again. launch_graph runs a graph's
+  /// work on `stream`, in its order; destroy_graph frees it (its launches may still be running:
+  /// the device keeps what they need). These throw NotImplemented unless can_capture().
+  virtual bool can_capture() { return false; }
+  virtual void begin_capture(const Stream& stream);
+  virtual void* end_capture(const Stream& stream);
+  virtual void launch_graph(void* graph, const Stream& stream);
+  virtual void destroy_graph(Device device, void* graph);
+
  protected:
   friend class Event;
   virtual void destroy_event(Device device, void* handle) = 0;

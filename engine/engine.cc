@@ -114,9 +114,16 @@ void CallbackOnComplete::operator()(std::exception_ptr error) const {
 
 namespace {
 thread_local int t_operation_depth = 0;
-}
+thread_local int t_stream_hint = -1;
+}  // namespace
 
 bool inside_engine_operation() { return t_operation_depth > 0; }
+
+ComputeStreamScope::ComputeStreamScope(int index) : previous_(t_stream_hint) {
+  t_stream_hint = index < 0 ? -1 : index;
+}
+ComputeStreamScope::~ComputeStreamScope() { t_stream_hint = previous_; }
+int ComputeStreamScope::current() { return t_stream_hint; }
 
 namespace detail {
 

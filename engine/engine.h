@@ -366,4 +366,23 @@ class Engine {
 /// Whether the calling thread is inside an engine operation's function (any engine).
 bool inside_engine_operation();
 
+/// Pins the GPU compute stream of the normal operations this thread pushes while the scope
+/// lives: stream `index` modulo the device's compute streams (Note [Stream plans] in
+/// graph/streams.h). A graph executor with a stream plan pushes each node inside one, so that
+/// independent branches run on different streams and a chain stays on one. -1 (and any negative
+/// index) leaves the choice to the engine (Note [GPU stream choice]). Copies keep their copy
+/// streams; CPU operations and engines without GPU streams ignore it. Scopes nest.
+class ComputeStreamScope {
+ public:
+  explicit ComputeStreamScope(int index);
+  ~ComputeStreamScope();
+  ComputeStreamScope(const ComputeStreamScope&) = delete;
+  ComputeStreamScope& operator=(const ComputeStreamScope&) = delete;
+  /// The calling thread's pinned stream index, or -1.
+  static int current();
+
+ private:
+  int previous_;
+};
+
 }  // namespace weft

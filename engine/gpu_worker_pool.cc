@@ -143,6 +143,9 @@ GpuWorkerPool::Worker& GpuWorkerPool::choose(OprBlock* op) {
   if (op->property == FnProperty::kCopyFromDevice) {
     return *workers_[static_cast<size_t>(compute_) + 1];
   }
+  if (op->stream_hint >= 0) {  // pinned by the pusher (Note [Stream plans])
+    return *workers_[static_cast<size_t>(op->stream_hint % compute_)];
+  }
   if (compute_ > 1) {
     constexpr uint64_t kAffinity = 4;
     Worker* recent_reader_stream = nullptr;

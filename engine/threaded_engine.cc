@@ -200,6 +200,7 @@ void ThreadedEngine::push_sync(SyncFn fn, Device device, VarList reads, VarList 
   op->device = device;
   op->property = property;
   op->priority = priority;
+  op->stream_hint = ComputeStreamScope::current();
   push_block(op, reads, writes, name);
 }
 
@@ -212,6 +213,7 @@ void ThreadedEngine::push_async(AsyncFn fn, Device device, VarList reads, VarLis
   op->device = device;
   op->property = property;
   op->priority = priority;
+  op->stream_hint = ComputeStreamScope::current();
   push_block(op, reads, writes, name);
 }
 

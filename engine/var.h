@@ -93,6 +93,8 @@ struct alignas(64) OprBlock {
   FnProperty property = FnProperty::kNormal;
   bool has_body = false;
   int32_t priority = 0;
+  /// The GPU compute stream pinned at push (ComputeStreamScope), or -1: the engine chooses.
+  int32_t stream_hint = -1;
   uint32_t num_slots = 0;
   Device device;
   VarSlot* slots = inline_slots;

@@ -13,6 +13,7 @@
 #include "graph/infer.h"
 #include "graph/layout.h"
 #include "graph/plan.h"
+#include "graph/streams.h"
 #include "ndarray/ndarray.h"
 
 namespace weft::graph {
@@ -39,6 +40,25 @@ struct BindOptions {
   /// nodes of a chain are pushed as one engine operation. 1 pushes every node alone. While the
   /// profiler records, nodes are pushed alone so the trace shows each one.
   uint32_t bulk_max_nodes = 16;
+  /// On a GPU: the compute streams of the stream plan (Note [Stream plans] in graph/streams.h);
+  /// independent branches run on different streams and the memory plan keeps buffers alive on
+  /// different streams at the same time apart. 0 = the engine's compute streams for the device;
+  /// 1 = one stream (chosen by the engine per node). Ignored on the CPU.
+  int streams = 0;
+  /// On a GPU, inference with static shapes: each forward is one engine operation, captured
+  /// into a CUDA graph on its second run and replayed with one launch after (Note [CUDA graph
+  /// capture] in graph/graph_capture.cc). Rebinding (reshape) captures again. Graphs with a
+  /// backward pass, random resources or asynchronous kernels, runs with time_ops, and forwards
+  /// pushed while the profiler records run node by node as without it.
+  bool cuda_graph = true;
+};
+
+/// What CUDA graph capture did for an executor (Executor::cuda_graph()).
+struct CudaGraphInfo {
+  bool enabled = false;   ///< forwards in inference mode go through capture
+  bool captured = false;  ///< a graph is captured and launched
+  int64_t launches = 0;   ///< launches of the captured graph
+  std::string failure;    ///< why capture failed (the executor then stays eager)
 };
 
 /// Time spent per op name over every run since bind (when BindOptions::time_ops).
@@ -89,6 +109,11 @@ class Executor {
   virtual const Graph& exec_graph() const = 0;
   virtual const InferResult& inferred() const = 0;
   virtual const MemoryPlan& memory_plan() const = 0;
+  /// The stream plan of exec_graph() (null when the executor runs without one: on the CPU, or
+  /// with one stream).
+  virtual const StreamPlan* stream_plan() const = 0;
+  /// The state of CUDA graph capture (BindOptions::cuda_graph).
+  virtual CudaGraphInfo cuda_graph() const = 0;
   /// Inferred shapes of the forward heads.
   virtual std::vector<Shape> output_shapes() const = 0;
   virtual std::vector<OpTime> op_times() const = 0;

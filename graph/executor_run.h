@@ -45,6 +45,7 @@ struct NodeRun {
   RandomState* random = nullptr;
   Allocator* temp_allocator = nullptr;  // a GPU's pool: CUDA kernels' scratch beyond `workspace`
   bool identity = false;                // in-place identity (FInplaceIdentity): nothing to compute
+  int stream = -1;                      // the engine stream to pin (Note [Stream plans]), or -1
   bool time_ops = false;
   double total_ms = 0;
   int64_t calls = 0;

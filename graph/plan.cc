@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "base/error.h"
@@ -88,6 +89,54 @@ std::vector<ResourceRequest> layout_requests(const Graph& g, uint32_t nid,
   return n.op->attr<FLayoutResourceRequest>()(*n.op_attrs, q, in, out);
 }
 
+// Note [Plans across streams]
+// With one stream a buffer lives from its writer's step to its last reader's step, and any two
+// buffers whose steps do not overlap may share memory: node order is execution order. With a
+// stream plan, nodes of different streams run in any interleaving their event edges allow, so
+// a later node (in node order) may run while an earlier buffer is still being read. The planner
+// still works on intervals of node order, but a buffer's interval now ends at the last node that
+// is not ordered after every access of it (its writer and readers; StreamPlan::ordered). A
+// buffer written later than that end is written by a node that every access of the first
+// buffer happens before, so the two may share memory; buffers whose intervals overlap never do.
+// Along one stream "ordered after" is monotone, so the end is found by a binary search per
+// stream. With one stream the end is the last reader, as before.
+//
+// In place: a node may take over its input's memory when every other reader of that input
+// happens before it. The input's interval then ends at that node (the pair is one block from the
+// input's writer to the output's end, Note [In-place groups]); when the planner does not honour
+// the request, the input's interval goes back to its conservative end and the plan is redone.
+class Concurrency {
+ public:
+  explicit Concurrency(const StreamPlan& plan) : plan_(plan), members_(stream_members(plan)) {}
+
+  // The last node in node order that is not ordered after every node of `accesses` (not empty).
+  uint32_t end_of(const std::vector<uint32_t>& accesses) const {
+    uint32_t end = *std::max_element(accesses.begin(), accesses.end());
+    for (const std::vector<uint32_t>& m : members_) {
+      auto it = std::partition_point(m.begin(), m.end(), [&](uint32_t p) {
+        for (uint32_t a : accesses) {
+          if (!plan_.ordered(a, p)) return true;
+        }
+        return false;
+      });
+      if (it != m.begin()) end = std::max(end, *(it - 1));
+    }
+    return end;
+  }
+
+  // Whether `node` may take over the memory of an entry read by `readers` (node among them).
+  bool last_reader(uint32_t node, const std::vector<uint32_t>& readers) const {
+    for (uint32_t r : readers) {
+      if (r != node && !plan_.ordered(r, node)) return false;
+    }
+    return true;
+  }
+
+ private:
+  const StreamPlan& plan_;
+  std::vector<std::vector<uint32_t>> members_;
+};
+
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
@@ -123,7 +172,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
     planned[eid] = false;
   }
 
-  // Lifetimes: written at the producer's step, alive until the last reader's step.
+  // Lifetimes: written at the producer's step, alive until the last reader's step (with streams,
+  // Note [Plans across streams]).
   std::vector<uint32_t> last_read(num_entries, 0);
   for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
     for (const NodeEntry& in : g.nodes[nid].inputs) {
@@ -131,6 +181,23 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
       last_read[eid] = std::max(last_read[eid], nid);
     }
   }
+  const StreamPlan* sp =
+      options.streams && options.streams->num_streams > 1 ? options.streams : nullptr;
+  std::unique_ptr<Concurrency> conc;
+  std::vector<std::vector<uint32_t>> readers;  // per entry, with streams only
+  std::vector<uint32_t> accesses;
+  if (sp) {
+    WEFT_CHECK(sp->node_stream.size() == g.nodes.size())
+        << "memory plan: the stream plan covers " << sp->node_stream.size()
+        << " nodes, the graph has " << g.nodes.size();
+    conc = std::make_unique<Concurrency>(*sp);
+    readers.resize(num_entries);
+    for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+      for (const NodeEntry& in : g.nodes[nid].inputs) readers[g.entry_id(in)].push_back(nid);
+    }
+  }
+  // Per buffer: its end before any in-place request shortened it (with streams).
+  std::vector<uint32_t> own_end;
 
   std::vector<size_t> in_bytes;
   std::vector<Shape> in_shapes, out_shapes;
@@ -155,6 +222,12 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
                          inferred.shapes[eid].to_string() + ")");
       b.first = nid;
       b.last = std::max(last_read[eid], nid);
+      if (sp) {
+        accesses = readers[eid];
+        accesses.push_back(nid);
+        b.last = conc->end_of(accesses);
+      }
+      own_end.push_back(b.last);
       mp.entry_bytes[eid] = b.bytes;
       mp.entry_buffer[eid] = static_cast<int32_t>(mp.buffers.size());
       mp.buffers.push_back(b);
@@ -170,7 +243,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
         if (i < 0 || i >= static_cast<int>(n.inputs.size()) || o < 0 || o >= num_out) continue;
         const uint32_t in_eid = g.entry_id(n.inputs[i]);
         const uint32_t out_eid = g.entry_id(nid, o);
-        if (!planned[in_eid] || !planned[out_eid] || last_read[in_eid] != nid) continue;
+        if (!planned[in_eid] || !planned[out_eid]) continue;
+        if (sp ? !conc->last_reader(nid, readers[in_eid]) : last_read[in_eid] != nid) continue;
         if (std::find(mutated.begin(), mutated.end(), i) != mutated.end()) continue;
         if (std::count(n.inputs.begin(), n.inputs.end(), n.inputs[i]) != 1) continue;
         if (std::find(used_inputs.begin(), used_inputs.end(), in_eid) != used_inputs.end())
@@ -178,6 +252,7 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
         PlanBuffer& out = mp.buffers[mp.entry_buffer[out_eid]];
         if (out.inplace_from >= 0 || mp.entry_bytes[in_eid] != out.bytes) continue;
         out.inplace_from = mp.entry_buffer[in_eid];
+        if (sp) mp.buffers[out.inplace_from].last = nid;
         used_inputs.push_back(in_eid);
       }
     }
@@ -205,6 +280,8 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
         PlanBuffer b;
         b.bytes = bytes;
         b.first = b.last = nid;
+        if (sp) b.last = conc->end_of({nid});
+        own_end.push_back(b.last);
         mp.workspace_bytes[nid] = bytes;
         mp.workspace_buffer[nid] = static_cast<int32_t>(mp.buffers.size());
         mp.buffers.push_back(b);
@@ -212,8 +289,23 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
     }
   }
 
-  mp.plan = options.baseline ? plan_buffers_block_sharing(mp.buffers, options.plan)
-                             : plan_buffers(mp.buffers, options.plan);
+  auto plan = [&] {
+    return options.baseline ? plan_buffers_block_sharing(mp.buffers, options.plan)
+                            : plan_buffers(mp.buffers, options.plan);
+  };
+  mp.plan = plan();
+  if (sp) {
+    // Requests the planner turned down: their inputs' intervals go back to their own ends.
+    bool again = false;
+    for (size_t b = 0; b < mp.buffers.size(); ++b) {
+      PlanBuffer& buf = mp.buffers[b];
+      if (buf.inplace_from < 0 || mp.plan.inplace[b]) continue;
+      mp.buffers[buf.inplace_from].last = own_end[buf.inplace_from];
+      buf.inplace_from = -1;
+      again = true;
+    }
+    if (again) mp.plan = plan();
+  }
 
   std::vector<int64_t> entry_of_buffer(mp.buffers.size(), -1);
   for (uint32_t eid = 0; eid < num_entries; ++eid) {

@@ -10,6 +10,7 @@
 
 #include "graph/graph.h"
 #include "graph/infer.h"
+#include "graph/streams.h"
 
 namespace weft::graph {
 
@@ -92,6 +93,11 @@ struct GraphPlanOptions {
   /// Per entry id (or empty): the entry's layout (LayoutPlan::layouts). A node with a non-plain
   /// input or output asks FLayoutResourceRequest for its workspace when it has one.
   std::vector<LayoutRef> layouts;
+  /// A multi-stream plan of the graph (graph/streams.h), or null: nodes run one at a time in node
+  /// order. With one, a buffer's lifetime runs to the last node (in node order) that is not
+  /// ordered after every access of it, so that two buffers alive at the same time on different
+  /// streams never share memory (Note [Plans across streams] in plan.cc).
+  const StreamPlan* streams = nullptr;
 };
 
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the

@@ -66,6 +66,7 @@ std::vector<Segment> build_segments(const std::vector<SegmentNode>& nodes,
     if (join) {
       const Segment& s = out.back();
       if (i - s.begin >= options.max_nodes) join = false;
+      if (n.stream != nodes[s.begin].stream) join = false;  // a segment runs on one stream
     }
     if (join) {
       for (VarHandle v : n.keyed_ins) {

@@ -15,6 +15,7 @@ struct SegmentNode {
   std::vector<VarHandle> reads;      ///< as pushed (may repeat)
   std::vector<VarHandle> writes;     ///< as pushed (may repeat)
   std::vector<VarHandle> keyed_ins;  ///< input vars whose version a kernel reads (weight caches)
+  int stream = -1;                   ///< the node's stream in a stream plan (graph/streams.h)
 };
 
 /// A run of consecutive node operations pushed as one engine operation.
@@ -37,9 +38,10 @@ struct SegmentOptions {
 };
 
 /// Splits `nodes` (in push order) into consecutive segments. A segment ends before an async node
-/// (which is always alone), before a node whose `keyed_ins` include a variable the segment
-/// writes (its version only advances when the whole segment completes), when it reaches
-/// `max_nodes`, and with `chains_only` before a node that does not read what the segment writes.
+/// (which is always alone), before a node on another stream, before a node whose `keyed_ins`
+/// include a variable the segment writes (its version only advances when the whole segment
+/// completes), when it reaches `max_nodes`, and with `chains_only` before a node that does not read
+/// what the segment writes.
 std::vector<Segment> build_segments(const std::vector<SegmentNode>& nodes,
                                     const SegmentOptions& options);
 

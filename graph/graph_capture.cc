@@ -1,0 +1,217 @@
+// CUDA graph capture of a bound executor's inference forward (see graph_capture.h).
+#include "graph/graph_capture.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "memory/allocator.h"
+
+namespace weft::graph::executor_detail {
+
+// Note [CUDA graph capture]
+// An executor bound for inference on a GPU with static shapes pushes each forward as a single
+// engine operation (its reads and writes are the union of its nodes'). The body runs the nodes
+// itself over the stream plan's streams: plan stream 0 is the engine worker's stream, the others
+// are streams the capture owns. A fork event puts them behind the worker's stream (which the
+// engine already made wait for the inputs), each node waits for its plan's event edges, and join
+// events bring every stream back to the worker's stream, where the engine records its marks.
+//
+// - First run (warm-up): eager, so that every lazy setup happens outside capture: cuDNN/cuBLAS
+//   handles of each stream, algorithm choice, pool growth. The scratch memory each node asks of
+//   its temp allocator beyond the planned workspace is measured, per stream.
+// - Second run: capture. Scratch now comes from one buffer per stream, sized by the warm-up and
+//   reset at every node: nodes of one stream run one after another in the graph, so they may
+//   share it, and nothing in the graph touches the pool (whose frees record and query events,
+//   which capture forbids). The captured graph is then launched for this run.
+// - Later runs: one cudaGraphLaunch on the worker's stream.
+//
+// Capture runs in thread-local mode: a kernel that synchronises, allocates device memory or
+// queries an event breaks it, and end_capture says so. Then the run is redone eagerly, and the
+// executor stays eager (in one operation per forward) until it is bound again; failure() keeps
+// the reason. Rebinding (reshape) builds a new capture: the graph holds the old arena's
+// addresses. Arrays bound to the executor keep their memory, so new input values written into
+// them (copy_to) are what the next launch reads.
+//
+// Only inference forwards are captured: the executor refuses capture for graphs with
+// asynchronous kernels, random number resources (their state advances on the host) or a
+// backward pass (see executor.cc).
+class CaptureScratch final : public Allocator {
+ public:
+  CaptureScratch(Allocator* pool, Device device, int streams)
+      : pool_(pool), device_(device), cap_(static_cast<size_t>(streams), 0) {
+    buffers_.resize(static_cast<size_t>(streams));
+  }
+
+  // Starts a node on plan stream `s`: measuring (forward to the pool, count) or from the buffer.
+  void begin_node(int s, bool measure) {
+    current_ = s;
+    measure_ = measure;
+    used_ = 0;
+  }
+  size_t used() const { return used_; }
+
+  // Reserves `bytes` per stream from the pool (before capture starts).
+  void reserve(int s, size_t bytes, const Stream& stream) {
+    cap_[s] = bytes;
+    buffers_[s] = bytes ? pool_->allocate_on(bytes, stream, kAlign) : DataPtr();
+  }
+
+  DataPtr allocate(size_t bytes, size_t alignment) override {
+    return allocate_on(bytes, current_stream(device_), alignment);
+  }
+  DataPtr allocate_on(size_t bytes, const Stream& stream, size_t alignment) override {
+    const size_t align = std::max(alignment, kAlign);
+    if (measure_) {
+      used_ = round_up(used_, align) + std::max<size_t>(bytes, 1);
+      return pool_->allocate_on(bytes, stream, alignment);
+    }
+    const size_t offset = round_up(used_, align);
+    WEFT_CHECK_AS(OutOfMemory, offset + std::max<size_t>(bytes, 1) <= cap_[current_])
+        << "CUDA graph capture: a node asked for " << bytes << " bytes of scratch memory beyond "
+        << "the " << cap_[current_] << " its stream used in the warm-up run";
+    used_ = offset + std::max<size_t>(bytes, 1);
+    char* base = static_cast<char*>(buffers_[current_].get());
+    return DataPtr(base + offset, bytes, device_, nullptr, [](void*, void*, size_t) noexcept {});
+  }
+  Device device() const override { return device_; }
+  std::string name() const override { return "capture-scratch(" + to_string(device_) + ")"; }
+
+ private:
+  static constexpr size_t kAlign = 256;
+  static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+  Allocator* pool_;
+  Device device_;
+  std::vector<size_t> cap_;
+  std::vector<DataPtr> buffers_;
+  int current_ = 0;
+  bool measure_ = true;
+  size_t used_ = 0;
+};
+
+GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
+                           std::shared_ptr<Allocator> pool)
+    : device_(device),
+      api_(DeviceAPI::get(device.type)),
+      runs_(runs),
+      plan_(plan && plan->num_streams > 1 ? plan : nullptr),
+      pool_(std::move(pool)),
+      num_streams_(plan_ ? plan_->num_streams : 1) {
+  WEFT_CHECK(api_->can_capture()) << "CUDA graph capture: " << to_string(device)
+                                  << " cannot capture streams";
+  for (int s = 1; s < num_streams_; ++s) side_.push_back(api_->create_stream(device));
+  if (plan_) {
+    event_index_.assign(plan_->node_stream.size(), -1);
+    for (const NodeRun& r : runs_) {
+      for (uint32_t u : plan_->waits[r.nid]) {
+        if (event_index_[u] < 0) {
+          event_index_[u] = static_cast<int32_t>(after_.size());
+          after_.push_back(api_->create_event(device));
+        }
+      }
+    }
+    fork_.push_back(api_->create_event(device));
+    for (int s = 1; s < num_streams_; ++s) join_.push_back(api_->create_event(device));
+  }
+  done_ = api_->create_event(device);
+  scratch_ = std::make_unique<CaptureScratch>(pool_.get(), device, num_streams_);
+  need_.assign(static_cast<size_t>(num_streams_), 0);
+}
+
+GraphCapture::~GraphCapture() {
+  // The last run's work may still be on the device: wait for it before freeing what it uses.
+  try {
+    done_.synchronize();
+    for (const Stream& s : side_) api_->synchronize(s);
+  } catch (...) {
+    // A device error belongs to the run that caused it; the capture is going away.
+  }
+  if (graph_ != nullptr) api_->destroy_graph(device_, graph_);
+  scratch_.reset();
+  for (const Stream& s : side_) api_->destroy_stream(s);
+}
+
+const Stream& GraphCapture::stream_of(int s, const RunContext& rc) const {
+  return s == 0 ? rc.stream : side_[static_cast<size_t>(s - 1)];
+}
+
+void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
+  const Stream& main = rc.stream;
+  if (!side_.empty()) {
+    fork_[0].record(main);
+    for (const Stream& s : side_) fork_[0].block(s);
+  }
+  for (NodeRun& r : runs_) {
+    const int s = plan_ ? plan_->node_stream[r.nid] : 0;
+    const Stream& stream = stream_of(s, rc);
+    if (plan_) {
+      for (uint32_t u : plan_->waits[r.nid])
+        after_[static_cast<size_t>(event_index_[u])].block(stream);
+    }
+    const RunContext node_rc{rc.device, stream, rc.worker};
+    CurrentStreamScope current(stream);
+    Allocator* pool = r.temp_allocator;
+    if (mode != Mode::kEager) {
+      scratch_->begin_node(s, mode == Mode::kMeasure);
+      r.temp_allocator = scratch_.get();
+    }
+    try {
+      r.run(false, engine, node_rc);
+    } catch (...) {
+      r.temp_allocator = pool;
+      throw;
+    }
+    r.temp_allocator = pool;
+    if (mode == Mode::kMeasure) need_[s] = std::max(need_[s], scratch_->used());
+    if (plan_ && event_index_[r.nid] >= 0)
+      after_[static_cast<size_t>(event_index_[r.nid])].record(stream);
+  }
+  for (size_t i = 0; i < side_.size(); ++i) {
+    join_[i].record(side_[i]);
+    join_[i].block(main);
+  }
+}
+
+void GraphCapture::run(Engine& engine, const RunContext& rc) {
+  switch (state_) {
+    case State::kWarmUp:
+      run_nodes(engine, rc, Mode::kMeasure);
+      state_ = State::kCapture;
+      break;
+    case State::kEager:
+      run_nodes(engine, rc, Mode::kEager);
+      break;
+    case State::kCapture: {
+      for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, need_[s], rc.stream);
+      try {
+        api_->begin_capture(rc.stream);
+        try {
+          run_nodes(engine, rc, Mode::kCapture);
+        } catch (...) {
+          try {
+            void* broken = api_->end_capture(rc.stream);
+            api_->destroy_graph(device_, broken);
+          } catch (...) {
+            // Expected: the capture is invalid. The kernel's error is the one to report.
+          }
+          throw;
+        }
+        graph_ = api_->end_capture(rc.stream);
+        state_ = State::kCaptured;
+      } catch (const std::exception& e) {
+        failure_ = e.what();
+        state_ = State::kEager;
+        for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, 0, rc.stream);
+        run_nodes(engine, rc, Mode::kEager);  // this run still has to happen
+        break;
+      }
+      [[fallthrough]];
+    }
+    case State::kCaptured:
+      api_->launch_graph(graph_, rc.stream);
+      ++launches_;
+      break;
+  }
+  done_.record(rc.stream);
+}
+
+}  // namespace weft::graph::executor_detail

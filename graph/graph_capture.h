@@ -1,0 +1,72 @@
+// A bound executor's inference forward as one engine operation that runs the nodes over the
+// stream plan's streams, captured into a CUDA graph on its second run and replayed with one
+// launch after that (Note [CUDA graph capture] in graph_capture.cc). Private to the executor.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "devices/device_api.h"
+#include "engine/engine.h"
+#include "graph/executor_run.h"
+#include "graph/streams.h"
+
+namespace weft::graph::executor_detail {
+
+class CaptureScratch;
+
+class GraphCapture {
+ public:
+  enum class State {
+    kWarmUp,    ///< the next run is eager, and measures each node's scratch memory
+    kCapture,   ///< the next run captures the graph, then launches it
+    kCaptured,  ///< runs launch the captured graph
+    kEager,     ///< capture failed (failure() says why): runs stay eager, in one operation
+  };
+
+  /// `runs`: the forward's node operations in order (kept by the executor, which outlives this);
+  /// `plan`: their stream plan (null: one stream), indexed by NodeRun::nid. `pool`: the device's
+  /// allocator, for scratch memory. Creates the plan's extra streams and the events.
+  GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
+               std::shared_ptr<Allocator> pool);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+  /// The engine operation's body (on a GPU worker; `rc.stream` is its stream): one forward
+  /// pass in inference mode. Throws what a kernel throws in an eager run.
+  void run(Engine& engine, const RunContext& rc);
+
+  State state() const { return state_; }
+  /// Why capture failed (empty unless state() is kEager).
+  const std::string& failure() const { return failure_; }
+  /// Launches of the captured graph so far.
+  int64_t launches() const { return launches_; }
+
+ private:
+  enum class Mode { kEager, kMeasure, kCapture };
+  void run_nodes(Engine& engine, const RunContext& rc, Mode mode);
+  const Stream& stream_of(int s, const RunContext& rc) const;
+
+  Device device_;
+  DeviceAPI* api_ = nullptr;
+  std::span<NodeRun> runs_;
+  const StreamPlan* plan_ = nullptr;
+  std::shared_ptr<Allocator> pool_;  // kept alive: the executor may outlive its runtime
+  int num_streams_ = 1;
+  std::vector<Stream> side_;          // plan streams 1..k-1
+  std::vector<Event> after_;          // per run: recorded after it when another stream waits
+  std::vector<int32_t> event_index_;  // per node id: index into after_, -1 when not needed
+  std::vector<Event> fork_, join_;
+  Event done_;  // recorded on the worker's stream after every run
+  std::unique_ptr<CaptureScratch> scratch_;
+  std::vector<size_t> need_;  // per plan stream: the most scratch one node there used
+  void* graph_ = nullptr;
+  State state_ = State::kWarmUp;
+  std::string failure_;
+  int64_t launches_ = 0;
+};
+
+}  // namespace weft::graph::executor_detail

@@ -1,0 +1,68 @@
+// Pinned compute streams (ComputeStreamScope, Note [Stream plans] in graph/streams.h) on the
+// simulated CUDA device: operations pushed inside a scope run on the compute stream it names
+// (modulo the device's streams), scopes nest, and without one the engine chooses.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "devices/device_api.h"
+#include "engine/engine.h"
+#include "tests/engine/sim_gpu.h"
+
+namespace weft::testing {
+namespace {
+
+class SimGpuStreams : public ::testing::Test {
+ protected:
+  void SetUp() override { register_device_api(DeviceType::kCUDA, &gpu_); }
+  void TearDown() override { register_device_api(DeviceType::kCUDA, nullptr); }
+  static inline SimGpu gpu_{1};
+};
+
+TEST_F(SimGpuStreams, ScopePinsTheComputeStream) {
+  EngineConfig config;
+  config.cpu_workers = 2;
+  config.gpu_compute_streams = 3;
+  auto engine = Engine::create(config);
+  constexpr int kOps = 12;
+  std::vector<VarHandle> vars;
+  for (int i = 0; i < kOps; ++i) vars.push_back(engine->new_var());
+  std::mutex mutex;
+  std::vector<void*> stream_of(kOps, nullptr);
+  for (int i = 0; i < kOps; ++i) {
+    ComputeStreamScope pin(i % 4);  // 3 streams: hint 3 is stream 0 again
+    EXPECT_EQ(ComputeStreamScope::current(), i % 4);
+    engine->push_sync(
+        [&, i](const RunContext& rc) {
+          std::lock_guard<std::mutex> lock(mutex);
+          stream_of[i] = rc.stream.handle;
+        },
+        Device::cuda(0), {}, {vars[i]});
+  }
+  EXPECT_EQ(ComputeStreamScope::current(), -1);
+  engine->wait_for_all();
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_NE(stream_of[i], nullptr);
+    for (int j = 0; j < kOps; ++j) {
+      EXPECT_EQ(stream_of[i] == stream_of[j], (i % 4) % 3 == (j % 4) % 3) << i << " " << j;
+    }
+  }
+  for (VarHandle v : vars) engine->delete_var(v);
+}
+
+TEST_F(SimGpuStreams, ScopesNestAndNegativeMeansTheEnginesChoice) {
+  {
+    ComputeStreamScope outer(2);
+    {
+      ComputeStreamScope inner(-5);
+      EXPECT_EQ(ComputeStreamScope::current(), -1);
+    }
+    EXPECT_EQ(ComputeStreamScope::current(), 2);
+  }
+  EXPECT_EQ(ComputeStreamScope::current(), -1);
+}
+
+}  // namespace
+}  // namespace weft::testing

@@ -1,0 +1,143 @@
+// CUDA graph capture of the executor's inference forward (Note [CUDA graph capture] in
+// graph/graph_capture.cc) and multi-stream plans on cuda:0: the replayed graph equals the eager
+// executor bit for bit on every model at batch 1, new input values reach the replay, a reshape
+// captures again, and graphs that cannot be captured run eagerly. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/profiler.h"
+#include "tests/gpu/gpu_model_case.h"
+
+namespace weft::graph {
+namespace {
+
+using namespace gpu_testing;  // NOLINT: the shared test helpers
+
+// Bit-for-bit equality of two arrays of one shape and type.
+::testing::AssertionResult same_bits(const NDArray& a, const NDArray& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << "shapes or types differ";
+  const NDArray ha = a.copy_to(Device::cpu()), hb = b.copy_to(Device::cpu());
+  ha.wait_to_read();
+  hb.wait_to_read();
+  const size_t bytes = static_cast<size_t>(a.shape().size()) * dtype_size(a.dtype());
+  if (std::memcmp(ha.raw_data(), hb.raw_data(), bytes) == 0) return ::testing::AssertionSuccess();
+  const std::vector<double> x = ha.to_doubles(), y = hb.to_doubles();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != y[i])
+      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
+  }
+  return ::testing::AssertionFailure() << "bytes differ";
+}
+
+std::unique_ptr<Executor> bind_on_gpu(const Case& c, bool cuda_graph, int streams = 0) {
+  auto [args, aux] = split(*c.graph, c.vars, Device::cuda(0));
+  BindOptions bo;
+  bo.device = Device::cuda(0);
+  bo.inputs = c.inputs;
+  bo.cuda_graph = cuda_graph;
+  bo.streams = streams;
+  return Executor::bind(c.graph, bo, args, aux);
+}
+
+// Writes `value` into the executor's bound "data" array (its memory stays where the graph reads).
+void write_input(const NDArray& value, const Executor& ex) {
+  NDArray dst = ex.arg("data");
+  value.copy_to(dst);
+}
+
+class GpuCapture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuCapture, ReplayEqualsEagerBitForBit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  WEFT_REQUIRE_MODELS();
+  const std::string file = GetParam();
+  const Case c(file, 1, 5);
+  auto eager = bind_on_gpu(c, false);
+  auto graph = bind_on_gpu(c, true);
+  EXPECT_FALSE(eager->cuda_graph().enabled);
+  ASSERT_TRUE(graph->cuda_graph().enabled) << file;
+  eager->forward(false);
+  for (int run = 0; run < 3; ++run) graph->forward(false);  // warm-up, capture, replay
+  const CudaGraphInfo info = graph->cuda_graph();
+  EXPECT_TRUE(info.captured) << file << ": " << info.failure;
+  EXPECT_EQ(info.launches, info.captured ? 2 : 0);
+  ASSERT_EQ(eager->outputs().size(), graph->outputs().size());
+  for (size_t h = 0; h < eager->outputs().size(); ++h) {
+    EXPECT_TRUE(same_bits(graph->outputs()[h], eager->outputs()[h])) << file << " head " << h;
+  }
+  // The eager executor's stream plan: branches on streams, when the graph has any.
+  if (const StreamPlan* p = eager->stream_plan()) {
+    std::printf("  %-60s streams %d event edges %d arena %.2f MB\n", file.c_str(), p->streams_used,
+                p->event_edges, eager->memory_plan().plan.arena_bytes / 1e6);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuCapture, ::testing::ValuesIn(testing::mxnet_model_files()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = testing::mxnet_model_specs().at(info.index).name;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+const char* const kResNet = "fqararyah__tvm-cuda-int8-benchmark__resnet18_v1-symbol.json";
+
+TEST(GpuCaptureBinding, NewInputsReachTheReplayAndReshapeCapturesAgain) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  WEFT_REQUIRE_MODELS();
+  const Case c(kResNet, 1, 9);
+  auto eager = bind_on_gpu(c, false);
+  auto graph = bind_on_gpu(c, true);
+  for (int run = 0; run < 2; ++run) graph->forward(false);
+  ASSERT_TRUE(graph->cuda_graph().captured) << graph->cuda_graph().failure;
+  // New data written into the bound input array: the next launch reads it.
+  const NDArray data = NDArray::uniform(graph->arg("data").shape(), -1, 1);
+  write_input(data, *graph);
+  write_input(data, *eager);
+  graph->forward(false);
+  eager->forward(false);
+  EXPECT_TRUE(same_bits(graph->outputs()[0], eager->outputs()[0]));
+  EXPECT_EQ(graph->cuda_graph().launches, 2);
+
+  // A reshape drops the graph (it holds the old arena's addresses) and captures again.
+  InferInputs b4 = testing::model_inputs(kResNet, 4);
+  graph->reshape(b4);
+  eager->reshape(b4);
+  EXPECT_FALSE(graph->cuda_graph().captured);
+  EXPECT_EQ(graph->cuda_graph().launches, 0);
+  const NDArray data4 = NDArray::uniform(graph->arg("data").shape(), -1, 1);
+  write_input(data4, *graph);
+  write_input(data4, *eager);
+  for (int run = 0; run < 3; ++run) graph->forward(false);
+  eager->forward(false);
+  EXPECT_TRUE(graph->cuda_graph().captured) << graph->cuda_graph().failure;
+  EXPECT_EQ(graph->outputs()[0].shape()[0], 4);
+  EXPECT_TRUE(same_bits(graph->outputs()[0], eager->outputs()[0]));
+}
+
+TEST(GpuCaptureBinding, TrainingAndOneStreamRunWithoutCapture) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  WEFT_REQUIRE_MODELS();
+  const Case c(kResNet, 2, 3);
+  // forward(is_train) on an inference binding runs node by node: nothing is launched.
+  auto graph = bind_on_gpu(c, true);
+  graph->forward(true);
+  graph->forward(true);
+  EXPECT_EQ(graph->cuda_graph().launches, 0);
+  // One stream: no stream plan, and capture still works on the worker's stream alone.
+  auto one = bind_on_gpu(c, true, 1);
+  EXPECT_EQ(one->stream_plan(), nullptr);
+  auto eager = bind_on_gpu(c, false, 1);
+  for (int run = 0; run < 3; ++run) one->forward(false);
+  eager->forward(false);
+  EXPECT_TRUE(one->cuda_graph().captured) << one->cuda_graph().failure;
+  EXPECT_TRUE(same_bits(one->outputs()[0], eager->outputs()[0]));
+}
+
+}  // namespace
+}  // namespace weft::graph
