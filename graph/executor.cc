@@ -15,6 +15,7 @@
 #include "graph/fuse.h"
 #include "graph/gradient.h"
 #include "graph/graph_capture.h"
+#include "graph/placement.h"
 #include "graph/segments.h"
 #include "memory/arena.h"
 #include "ndarray/runtime.h"
@@ -63,11 +64,41 @@ void ExecutorImpl::build_exec_graph() {
   } else {
     exec_ = fwd;
   }
+  place_nodes();
   num_forward_nodes_ =
       has_backward_ ? grad_info_.num_forward_nodes : static_cast<uint32_t>(exec_.nodes.size());
   use_layouts_ = options_.layouts && !has_backward_ && layouts_available() &&
                  options_.device.type == DeviceType::kCPU;
   if (use_layouts_) base_ = exec_;
+}
+
+// Note [Mixed placement]
+// On a GPU, an inference graph with nodes whose op has no CUDA kernel (a foreign operator
+// registered for the CPU only) runs those nodes on the CPU: graph::place_devices adds a `_copy`
+// node on every edge between devices (variables stay on the GPU; heads come back to it). A copy
+// node is an engine operation of the GPU's copy streams (kCopyToDevice / kCopyFromDevice) that
+// moves the bytes with DeviceAPI::copy; CPU nodes are CPU operations, ordered with the GPU ones
+// by their variables like any mixed imperative work. The arena holds the GPU's entries only: the
+// CPU nodes' outputs and workspaces are arrays of their own (GraphPlanOptions::off_arena). Such
+// a graph is not captured as a CUDA graph. Training binds are not placed (the gradient pass's
+// node numbering is not remapped yet): a missing kernel there is refused at bind, naming it.
+void ExecutorImpl::place_nodes() {
+  node_device_.assign(exec_.nodes.size(), options_.device);
+  placement_ = PlacementInfo{};
+  if (options_.device.type == DeviceType::kCPU || has_backward_) return;
+  bool missing = false;
+  for (const Node& n : exec_.nodes) {
+    missing = missing || (n.op && !n.op->has_kernel(options_.device.type));
+  }
+  if (!missing) return;
+  PlacementOptions po;
+  po.target = options_.device;
+  po.fallbacks = {Device::cpu()};
+  Placement p = place_devices(exec_, po);
+  exec_ = std::move(p.graph);
+  node_device_ = std::move(p.node_device);
+  placement_.fallback_nodes = p.fallback_nodes;
+  placement_.copy_nodes = p.copy_nodes;
 }
 
 bool ExecutorImpl::setup(const InferInputs& inputs) {
@@ -101,6 +132,7 @@ bool ExecutorImpl::setup(const InferInputs& inputs) {
     layouts_ = std::move(lp.layouts);
     layout_stats_ = lp.stats;
     num_forward_nodes_ = static_cast<uint32_t>(exec_.nodes.size());
+    node_device_.assign(exec_.nodes.size(), options_.device);
   }
 
   // Arrays for variables: the caller's, those bound before when their shape still fits, or new.
@@ -197,7 +229,30 @@ bool ExecutorImpl::setup(const InferInputs& inputs) {
       plan_options.streams = &streams_;
     }
   }
+  if (placement_.fallback_nodes > 0) {
+    plan_options.off_arena.resize(g.nodes.size());
+    for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+      plan_options.off_arena[nid] = node_device_[nid] != options_.device;
+    }
+  }
   plan_ = plan_memory(g, inferred_, plan_options);
+  // Note [Mixed placement]: what the fallback nodes write, on their own device.
+  off_arena_.clear();
+  off_arena_workspace_.clear();
+  for (uint32_t nid = 0; nid < g.nodes.size() && placement_.fallback_nodes > 0; ++nid) {
+    if (g.nodes[nid].is_variable() || node_device_[nid] == options_.device) continue;
+    for (int o = 0; o < g.nodes[nid].num_outputs(); ++o) {
+      const uint32_t eid = g.entry_id(nid, o);
+      if (head_arrays_.count(eid)) continue;
+      off_arena_[eid] =
+          NDArray::empty(inferred_.shapes[eid], inferred_.dtypes[eid], node_device_[nid]);
+    }
+    if (plan_.workspace_bytes[nid] > 0) {
+      off_arena_workspace_[nid] =
+          NDArray::empty(Shape({static_cast<int64_t>(plan_.workspace_bytes[nid])}), DType::kUInt8,
+                         node_device_[nid]);
+    }
+  }
   bool reused = false;
   if (!arena_) {
     // A shared pool: the arena may outlive the runtime (Note [Executor lifetime]).

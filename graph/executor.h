@@ -53,6 +53,13 @@ struct BindOptions {
   bool cuda_graph = true;
 };
 
+/// Mixed placement (Note [Mixed placement] in graph/executor.cc): nodes that run on a fallback
+/// device because their op has no kernel on the bound one, and the copy nodes added for them.
+struct PlacementInfo {
+  int fallback_nodes = 0;
+  int copy_nodes = 0;
+};
+
 /// What CUDA graph capture did for an executor (Executor::cuda_graph()).
 struct CudaGraphInfo {
   bool enabled = false;   ///< forwards in inference mode go through capture
@@ -112,6 +119,8 @@ class Executor {
   /// The stream plan of exec_graph() (null when the executor runs without one: on the CPU, or
   /// with one stream).
   virtual const StreamPlan* stream_plan() const = 0;
+  /// What mixed placement did (all zero when every node runs on the bound device).
+  virtual PlacementInfo placement() const = 0;
   /// The state of CUDA graph capture (BindOptions::cuda_graph).
   virtual CudaGraphInfo cuda_graph() const = 0;
   /// Inferred shapes of the forward heads.

@@ -30,7 +30,6 @@ void ExecutorImpl::build_runs() {
   }
 
   char* base = static_cast<char*>(arena_->base());
-  RandomResource& rnd = Runtime::get().random(options_.device);
   runs_.clear();
   runs_.reserve(g.nodes.size());
   num_forward_runs_ = 0;
@@ -41,17 +40,29 @@ void ExecutorImpl::build_runs() {
     r.nid = nid;
     r.name = n.op->name();
     r.attrs = n.op_attrs.get();
-    r.compute = n.op->compute(options_.device.type);
-    r.async = r.compute ? nullptr : n.op->async_compute(options_.device.type);
-    r.stateful = r.compute || r.async ? nullptr : n.op->stateful_compute(options_.device.type);
-    if (options_.device.type == DeviceType::kCUDA) {
-      r.temp_allocator = &Runtime::get().allocator(options_.device);
+    const Device dev = node_device_[nid];
+    r.device = dev;
+    // A copy node between devices (Note [Mixed placement]): the bytes move on the GPU's copy
+    // stream of the direction.
+    if (placement_.copy_nodes > 0 && r.name == "_copy" && n.inputs.size() == 1 &&
+        node_device_[n.inputs[0].node] != dev) {
+      r.copy_from = node_device_[n.inputs[0].node];
+      const bool to_gpu = dev.type != DeviceType::kCPU;
+      r.device = to_gpu ? dev : *r.copy_from;
+      r.property = to_gpu ? FnProperty::kCopyToDevice : FnProperty::kCopyFromDevice;
+    } else {
+      r.compute = n.op->compute(dev.type);
+      r.async = r.compute ? nullptr : n.op->async_compute(dev.type);
+      r.stateful = r.compute || r.async ? nullptr : n.op->stateful_compute(dev.type);
+      WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful || r.async)
+          << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
+          << " has no kernel on " << weft::to_string(dev);
     }
-    WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful || r.async)
-        << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
-        << " has no kernel on " << weft::to_string(options_.device);
+    if (dev.type == DeviceType::kCUDA) r.temp_allocator = &Runtime::get().allocator(dev);
     r.time_ops = options_.time_ops;
-    if (streams_.num_streams > 1) r.stream = stream_base_ + streams_.node_stream[nid];
+    if (streams_.num_streams > 1 && dev.type == DeviceType::kCUDA && !r.copy_from) {
+      r.stream = stream_base_ + streams_.node_stream[nid];
+    }
     std::vector<int> mutate;
     if (const auto& fm = n.op->attr<FMutateInputs>()) mutate = fm(*n.op_attrs);
 
@@ -64,9 +75,13 @@ void ExecutorImpl::build_runs() {
       VarHandle var = nullptr;
       void* ptr = nullptr;
       uint64_t sid = 0;
+      const Device in_dev = node_device_[n.inputs[i].node];
       if (auto it = head_arrays_.find(eid); it != head_arrays_.end()) {
         var = it->second.var();
         ptr = it->second.raw_data();
+      } else if (auto off = off_arena_.find(eid); off != off_arena_.end()) {
+        var = off->second.var();
+        ptr = off->second.raw_data();
       } else if (g.nodes[n.inputs[i].node].is_variable()) {
         const NDArray& a = var_arrays_[n.inputs[i].node];
         var = a.var();
@@ -78,7 +93,7 @@ void ExecutorImpl::build_runs() {
         var = buffer_vars_[b];
         ptr = base + plan_.entry_offset[eid];
       }
-      r.in.emplace_back(ptr, options_.device, inferred_.dtypes[eid], inferred_.shapes[eid]);
+      r.in.emplace_back(ptr, in_dev, inferred_.dtypes[eid], inferred_.shapes[eid]);
       r.in_vars.push_back(var);
       r.storage_ids.push_back(sid);
       const bool mutated =
@@ -115,6 +130,9 @@ void ExecutorImpl::build_runs() {
       if (auto it = head_arrays_.find(eid); it != head_arrays_.end()) {
         r.writes.push_back(it->second.var());
         ptr = it->second.raw_data();
+      } else if (auto off = off_arena_.find(eid); off != off_arena_.end()) {
+        r.writes.push_back(off->second.var());
+        ptr = off->second.raw_data();
       } else {
         const int32_t b = plan_.entry_buffer[eid];
         WEFT_CHECK_AS(InternalError, b >= 0) << "bind: entry " << eid << " has no memory";
@@ -123,7 +141,7 @@ void ExecutorImpl::build_runs() {
         ptr = base + plan_.entry_offset[eid];
         if (plan_.entry_inplace_of[eid] >= 0) req = OpReq::kInplace;
       }
-      r.out.emplace_back(ptr, options_.device, inferred_.dtypes[eid], inferred_.shapes[eid]);
+      r.out.emplace_back(ptr, dev, inferred_.dtypes[eid], inferred_.shapes[eid]);
       r.req.push_back(req);
     }
     // In-place identity ops (Reshape, Flatten, ...) have nothing to compute.
@@ -145,10 +163,15 @@ void ExecutorImpl::build_runs() {
       r.workspace_bytes = plan_.workspace_bytes[nid];
       r.writes.push_back(buffer_vars_[b]);
       for (int32_t p : prior[b]) r.writes.push_back(buffer_vars_[p]);
+    } else if (auto ws = off_arena_workspace_.find(nid); ws != off_arena_workspace_.end()) {
+      r.workspace = ws->second.raw_data();
+      r.workspace_bytes = plan_.workspace_bytes[nid];
+      r.writes.push_back(ws->second.var());
     }
     if (const auto& fr = n.op->attr<FResourceRequest>()) {
       for (const ResourceRequest& q : fr(*n.op_attrs, in_shapes, out_shapes)) {
         if (q.kind == ResourceRequest::Kind::kRandom) {
+          RandomResource& rnd = Runtime::get().random(dev);
           r.random = &rnd.state;
           r.writes.push_back(rnd.var);
         }
@@ -158,7 +181,7 @@ void ExecutorImpl::build_runs() {
       const auto& create = n.op->attr<FCreateOpState>();
       WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
           << "op " << n.op->name() << ": no FCreateOpState";
-      r.state = create(*n.op_attrs, options_.device, in_shapes, in_types);
+      r.state = create(*n.op_attrs, dev, in_shapes, in_types);
     }
     // A variable both read and written counts as a write; drop duplicates for the engine.
     std::sort(r.writes.begin(), r.writes.end());
@@ -185,7 +208,7 @@ void ExecutorImpl::setup_capture() {
   capture_writes_.clear();
   DeviceAPI* api = DeviceAPI::try_get(options_.device.type);
   if (!options_.cuda_graph || options_.device.type != DeviceType::kCUDA || has_backward_ ||
-      options_.time_ops || api == nullptr || !api->can_capture()) {
+      placement_.fallback_nodes > 0 || options_.time_ops || api == nullptr || !api->can_capture()) {
     return;
   }
   for (size_t k = 0; k < num_forward_runs_; ++k) {
@@ -216,8 +239,9 @@ std::vector<ExecutorImpl::SegmentRun> ExecutorImpl::make_segments(size_t begin, 
   for (size_t k = begin; k < end; ++k) {
     const NodeRun& r = runs_[k];
     SegmentNode n;
-    n.async = r.async != nullptr;
-    n.stream = r.stream;
+    n.async = r.async != nullptr || r.copy_from;  // copies between devices go alone
+    // Segments never span devices: a CPU node of a GPU graph gets a stream of its own kind.
+    n.stream = r.device == options_.device ? r.stream : -2;
     n.reads = r.reads;
     n.writes = r.writes;
     for (size_t i = 0; i < r.in_vars.size(); ++i) {
@@ -264,7 +288,7 @@ void ExecutorImpl::push_range(std::vector<SegmentRun>& segments, size_t begin, s
         [first, last, is_train, engine](const RunContext& rc) {
           for (NodeRun* r = first; r != last; ++r) r->run(is_train, *engine, rc);
         },
-        options_.device, s.reads, s.writes, FnProperty::kNormal, 0, s.name);
+        first->device, s.reads, s.writes, FnProperty::kNormal, 0, s.name);
   }
 }
 
@@ -277,12 +301,12 @@ void ExecutorImpl::push(NodeRun& r, bool is_train) {
         [rp, is_train, engine](const RunContext& rc, CallbackOnComplete done) {
           rp->run(is_train, *engine, rc, &done);
         },
-        options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
+        r.device, r.reads, r.writes, r.property, 0, r.name);
     return;
   }
   engine_.push_sync(
-      [rp, is_train, engine](const RunContext& rc) { rp->run(is_train, *engine, rc); },
-      options_.device, r.reads, r.writes, FnProperty::kNormal, 0, r.name);
+      [rp, is_train, engine](const RunContext& rc) { rp->run(is_train, *engine, rc); }, r.device,
+      r.reads, r.writes, r.property, 0, r.name);
 }
 
 }  // namespace weft::graph::executor_detail

@@ -132,6 +132,7 @@ class ExecutorImpl final : public Executor {
   const Graph& exec_graph() const override { return exec_; }
   const InferResult& inferred() const override { return inferred_; }
   const MemoryPlan& memory_plan() const override { return plan_; }
+  PlacementInfo placement() const override { return placement_; }
   CudaGraphInfo cuda_graph() const override {
     CudaGraphInfo info;
     if (!capture_) return info;
@@ -184,6 +185,7 @@ class ExecutorImpl final : public Executor {
   // The graph that runs: forward (+ backward when any gradient is requested), or the forward
   // with inference rewrites.
   void build_exec_graph();
+  void place_nodes();
 
   bool setup(const InferInputs& inputs);
 
@@ -245,6 +247,12 @@ class ExecutorImpl final : public Executor {
   InferResult inferred_;
   MemoryPlan plan_;
   StreamPlan streams_;
+  // Mixed placement (Note [Mixed placement]): per node of exec_ its device, and the arrays of the
+  // entries and workspaces of nodes that do not run on the bound device.
+  std::vector<Device> node_device_;
+  PlacementInfo placement_;
+  std::unordered_map<uint32_t, NDArray> off_arena_;            // by entry id
+  std::unordered_map<uint32_t, NDArray> off_arena_workspace_;  // by node id
   std::unique_ptr<executor_detail::GraphCapture> capture_;
   std::vector<VarHandle> capture_reads_, capture_writes_;
   // Executors start their stream plans on different engine streams, so that two executors on one

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "devices/device_api.h"
 #include "engine/engine.h"
 #include "ndarray/kernel_scope.h"
 #include "ndarray/runtime.h"
@@ -46,6 +48,9 @@ struct NodeRun {
   Allocator* temp_allocator = nullptr;  // a GPU's pool: CUDA kernels' scratch beyond `workspace`
   bool identity = false;                // in-place identity (FInplaceIdentity): nothing to compute
   int stream = -1;                      // the engine stream to pin (Note [Stream plans]), or -1
+  Device device;                        // where the operation is pushed (Note [Mixed placement])
+  FnProperty property = FnProperty::kNormal;
+  std::optional<Device> copy_from;  // a copy node between devices: its input's device
   bool time_ops = false;
   double total_ms = 0;
   int64_t calls = 0;
@@ -54,6 +59,14 @@ struct NodeRun {
            CallbackOnComplete* on_complete = nullptr) {
     if (identity) {
       if (on_complete != nullptr) (*on_complete)();
+      return;
+    }
+    if (copy_from) {  // Note [Mixed placement]: on the GPU's copy stream of the direction
+      const TensorView& src = in[0];
+      const TensorView& dst = out[0];
+      const size_t bytes = static_cast<size_t>(src.size()) * dtype_size(src.dtype());
+      DeviceAPI::get(DeviceType::kCUDA)
+          ->copy(dst.data, dst.device, src.data, src.device, bytes, rc.stream);
       return;
     }
     OpContext ctx;

@@ -165,6 +165,16 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
     if (g.nodes[nid].is_variable()) continue;
     for (int o = 0; o < g.nodes[nid].num_outputs(); ++o) planned[g.entry_id(nid, o)] = true;
   }
+  WEFT_CHECK(options.off_arena.empty() || options.off_arena.size() == g.nodes.size())
+      << "memory plan: off_arena covers " << options.off_arena.size() << " nodes, the graph has "
+      << g.nodes.size();
+  auto off_arena = [&](uint32_t nid) {
+    return !options.off_arena.empty() && options.off_arena[nid];
+  };
+  for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
+    if (!off_arena(nid) || g.nodes[nid].is_variable()) continue;
+    for (int o = 0; o < g.nodes[nid].num_outputs(); ++o) planned[g.entry_id(nid, o)] = false;
+  }
   for (const NodeEntry& h : g.heads) planned[g.entry_id(h)] = false;
   for (uint32_t eid : options.external) {
     WEFT_CHECK(eid < num_entries) << "memory plan: external entry " << eid << " out of range ("
@@ -275,7 +285,9 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
             << " is larger than 2^60 bytes";
         bytes += r.bytes;
       }
-      if (bytes > 0) {
+      if (bytes > 0 && off_arena(nid)) {
+        mp.workspace_bytes[nid] = bytes;  // the executor allocates it on the node's device
+      } else if (bytes > 0) {
         add_plan_bytes(&total_bytes, bytes, alignment, "the workspace of " + node_label(g, nid));
         PlanBuffer b;
         b.bytes = bytes;

@@ -98,6 +98,9 @@ struct GraphPlanOptions {
   /// ordered after every access of it, so that two buffers alive at the same time on different
   /// streams never share memory (Note [Plans across streams] in plan.cc).
   const StreamPlan* streams = nullptr;
+  /// Per node (or empty): the node runs on another device than the arena's (mixed placement), so
+  /// its outputs and its workspace are not planned; its workspace size is still reported.
+  std::vector<bool> off_arena;
 };
 
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the

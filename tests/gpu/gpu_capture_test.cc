@@ -1,7 +1,8 @@
 // CUDA graph capture of the executor's inference forward (Note [CUDA graph capture] in
 // graph/graph_capture.cc) and multi-stream plans on cuda:0: the replayed graph equals the eager
 // executor bit for bit on every model at batch 1, new input values reach the replay, a reshape
-// captures again, and graphs that cannot be captured run eagerly. Skips without a device.
+// captures again, training runs eagerly, and a node with a CPU kernel only runs on the CPU with
+// copies (mixed placement). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,9 @@
 #include <vector>
 
 #include "base/profiler.h"
+#include "graph/symbol.h"
+#include "ops/infer_util.h"
+#include "ops/op.h"
 #include "tests/gpu/gpu_model_case.h"
 
 namespace weft::graph {
@@ -137,6 +141,58 @@ TEST(GpuCaptureBinding, TrainingAndOneStreamRunWithoutCapture) {
   eager->forward(false);
   EXPECT_TRUE(one->cuda_graph().captured) << one->cuda_graph().failure;
   EXPECT_TRUE(same_bits(one->outputs()[0], eager->outputs()[0]));
+}
+
+// An op with a CPU kernel only, as a foreign operator registered through the C ABI for the CPU
+// would be: out = in * in.
+const Op& cpu_only_square() {
+  static const Op& op = OpRegistry::register_runtime("_test_cpu_only_square", [](Op& o) {
+    o.set_input_names({"data"});
+    o.set_attr<FInferShape>(infer_same_shape);
+    o.set_attr<FCompute>(DeviceType::kCPU,
+                         [](const OpAttrs&, const OpContext&, std::span<const TensorView> in,
+                            std::span<const OpReq>, std::span<const TensorView> out) {
+                           const float* x = static_cast<const float*>(in[0].data);
+                           float* y = static_cast<float*>(out[0].data);
+                           for (int64_t i = 0; i < in[0].size(); ++i) y[i] = x[i] * x[i];
+                         });
+  });
+  return op;
+}
+
+// Note [Mixed placement]: the CPU-only node runs on the CPU between two GPU layers, with a copy
+// each way, and the result equals the same graph bound on the CPU.
+TEST(GpuMixedPlacement, CpuOnlyNodeRunsOnTheCpuWithCopies) {
+  cpu_only_square();
+  Symbol x = Symbol::variable("data");
+  Symbol h = Symbol::op("FullyConnected", {x}, {{"num_hidden", "32"}}, "fc1");
+  h = Symbol::op("_test_cpu_only_square", {h}, {}, "square");
+  h = Symbol::op("FullyConnected", {h}, {{"num_hidden", "8"}}, "fc2");
+  auto g = std::make_shared<const Graph>(h.to_graph());
+  InferInputs in;
+  in.shapes["data"] = Shape({4, 16});
+  random_seed(3);
+  const Arrays vars = initial_values(*g, in, infer_shapes_types(*g, in));
+  std::vector<NDArray> out[2];
+  for (int d = 0; d < 2; ++d) {
+    // The CPU reference runs everywhere (the op and the graph are checked without a GPU too).
+    if (d == 1 && !have_gpu()) GTEST_SKIP() << "no CUDA device";
+    const Device device = d == 0 ? Device::cpu() : Device::cuda(0);
+    auto [args, aux] = split(*g, vars, device);
+    BindOptions bo;
+    bo.device = device;
+    bo.inputs = in;
+    auto ex = Executor::bind(g, bo, args, aux);
+    for (int run = 0; run < 3; ++run) ex->forward(false);
+    out[d] = ex->outputs();
+    if (d == 1) {
+      EXPECT_EQ(ex->placement().fallback_nodes, 1);
+      EXPECT_EQ(ex->placement().copy_nodes, 2);
+      EXPECT_FALSE(ex->cuda_graph().enabled);
+      EXPECT_EQ(out[d][0].device(), device);
+    }
+  }
+  EXPECT_TRUE(close(out[1][0], out[0][0], 1e-5, 1e-4));
 }
 
 }  // namespace
