@@ -1,6 +1,7 @@
 // `weft plan GRAPH.json`: the static memory plan of an MXNet graph for given input shapes (the
 // forward graph, or forward + backward with --train): every buffer's offset and lifetime, then
-// the arena against the lower bound and the no-reuse total.
+// the arena against the lower bound and the no-reuse total; with --streams N, for a multi-stream
+// plan.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "graph/infer.h"
 #include "graph/json.h"
 #include "graph/plan.h"
+#include "graph/streams.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/replay_util.h"
@@ -29,6 +31,7 @@ struct PlanCommandOptions {
   int64_t batch = -1;
   bool train = false;
   bool baseline = false;
+  int streams = 1;
 };
 
 // The graph to plan and its inference results: the forward graph, or with `train` the gradient
@@ -95,6 +98,12 @@ int run_plan(const PlanCommandOptions& o) {
 
     graph::GraphPlanOptions options;
     options.baseline = o.baseline;
+    // A multi-stream plan (Note [Stream plans]): what the executor on a GPU runs with.
+    graph::StreamPlan streams;
+    if (o.streams > 1) {
+      streams = graph::plan_streams(pg.graph, o.streams);
+      options.streams = &streams;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const graph::MemoryPlan mp = graph::plan_memory(pg.graph, pg.inferred, options);
     const double ms =
@@ -109,6 +118,10 @@ int run_plan(const PlanCommandOptions& o) {
                 pg.graph.num_entries());
     std::printf("planner: %s, %.2f ms\n",
                 o.baseline ? "block sharing (MXNet-style baseline)" : "weft", ms);
+    if (o.streams > 1) {
+      std::printf("streams: %d of %d used, %d event edges for %d cross-stream dependencies\n",
+                  streams.streams_used, o.streams, streams.event_edges, streams.cross_edges);
+    }
     std::fputs(graph::describe_plan(pg.graph, mp).c_str(), stdout);
     return 0;
   } catch (const Error& e) {
@@ -133,6 +146,10 @@ Command add_plan_command(CLI::App& app) {
       ->transform(integer_in(1, std::numeric_limits<int32_t>::max()));
   a->add_flag("--train", o->train, "Plan forward + backward (gradients of the learned parameters)");
   a->add_flag("--baseline", o->baseline, "Use MXNet-style block sharing instead of weft's planner");
+  a->add_option("--streams", o->streams,
+                "Plan for N concurrent GPU streams (branches on different streams never share "
+                "memory)")
+      ->transform(integer_in(1, 64));
   c.run = [o] { return run_plan(*o); };
   return c;
 }
