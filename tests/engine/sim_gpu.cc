@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 
@@ -30,7 +31,19 @@ struct SimGpu::SimStream {
   uint64_t queued = 0;     ///< items ever queued
   uint64_t completed = 0;  ///< items completed, in queue order
   bool stopping = false;
+  std::shared_ptr<Recording> capture;  ///< set while the stream captures
   std::thread thread;
+};
+
+/// A capture in progress or a captured graph (Note [Simulated capture]). Appended to by the
+/// capturing thread only; read by a stream thread once launched.
+struct SimGpu::Recording {
+  std::mutex mutex;
+  std::vector<std::function<void()>> work;
+  std::vector<std::shared_ptr<SimStream>> joined;
+  bool broken = false;
+  bool ended = false;  ///< end_capture ran: its events cannot be waited for any more
+  std::string why;
 };
 
 namespace {
@@ -99,6 +112,7 @@ void SimGpu::destroy_stream(const Stream& stream) {
 }
 
 void SimGpu::synchronize(const Stream& stream) {
+  if (auto rec = capture_of(stream)) invalidate(rec, "synchronize of a capturing stream");
   std::shared_ptr<SimStream> s = find(stream, "synchronize");
   std::unique_lock<std::mutex> lock(s->mutex);
   s->changed.wait(lock, [&] { return s->completed == s->queued; });
@@ -118,14 +132,22 @@ void SimGpu::destroy_event(Device, void* handle) {
 void SimGpu::record_event(void* handle, const Stream& stream) {
   std::shared_ptr<SimStream> s = find(stream, "record_event");
   uint64_t position;
+  std::shared_ptr<Recording> capture;
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     position = s->queued;
+    capture = s->capture;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   auto* event = static_cast<EventState*>(handle);
+  if (capture) {
+    event->stream = nullptr;
+    event->captured = std::move(capture);
+    return;
+  }
   event->stream = std::move(s);
   event->position = position;
+  event->captured = nullptr;
 }
 
 SimGpu::EventState SimGpu::snapshot(void* handle) const {
@@ -146,12 +168,35 @@ void SimGpu::wait(const EventState& event) {
   s.changed.wait(lock, [&] { return s.completed >= event.position; });
 }
 
-bool SimGpu::query_event(Device, void* handle) { return complete(snapshot(handle)); }
+bool SimGpu::query_event(Device, void* handle) {
+  EventState event = snapshot(handle);
+  if (event.captured) invalidate(event.captured, "query of a captured event");
+  return complete(event);
+}
 
-void SimGpu::synchronize_event(Device, void* handle) { wait(snapshot(handle)); }
+void SimGpu::synchronize_event(Device, void* handle) {
+  EventState event = snapshot(handle);
+  if (event.captured) invalidate(event.captured, "host wait for a captured event");
+  wait(event);
+}
 
 void SimGpu::stream_wait_event(const Stream& stream, void* handle) {
   EventState event = snapshot(handle);
+  if (event.captured) {  // the waiting stream joins the capture
+    {
+      std::lock_guard<std::mutex> lock(event.captured->mutex);
+      WEFT_CHECK(!event.captured->ended)
+          << "SimGpu::stream_wait_event: the event was last recorded in a capture that ended";
+    }
+    std::shared_ptr<SimStream> s = find(stream, "stream_wait_event");
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->capture) {
+      s->capture = event.captured;
+      std::lock_guard<std::mutex> rec_lock(event.captured->mutex);
+      event.captured->joined.push_back(s);
+    }
+    return;
+  }
   if (!event.stream) return;  // never recorded: complete
   if (event.stream.get() != stream.handle) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -223,6 +268,15 @@ std::shared_ptr<SimGpu::SimStream> SimGpu::find(const Stream& stream, const char
 void SimGpu::enqueue(const Stream& stream, const char* what, std::function<void()> work,
                      std::chrono::microseconds delay, EventState wait) {
   std::shared_ptr<SimStream> s = find(stream, what);
+  if (std::shared_ptr<Recording> rec = capture_of(stream)) {
+    std::lock_guard<std::mutex> lock(rec->mutex);
+    if (wait.stream) {
+      rec->broken = true;
+      if (rec->why.empty()) rec->why = "a capturing stream waits for an event outside the capture";
+    }
+    rec->work.push_back(std::move(work));  // the delay only mattered to expose missing waits
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     s->queue.push_back(SimStream::Item{std::move(work), delay, std::move(wait)});
@@ -258,6 +312,63 @@ void SimGpu::run_stream(SimStream* stream) {
     }
     stream->changed.notify_all();
   }
+}
+
+std::shared_ptr<SimGpu::Recording> SimGpu::capture_of(const Stream& stream) const {
+  std::shared_ptr<SimStream> s = find(stream, "capture");
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->capture;
+}
+
+void SimGpu::invalidate(const std::shared_ptr<Recording>& recording, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(recording->mutex);
+    recording->broken = true;
+    if (recording->why.empty()) recording->why = why;
+  }
+  WEFT_THROW(Error) << "SimGpu: " << why << " during stream capture";
+}
+
+void SimGpu::begin_capture(const Stream& stream) {
+  std::shared_ptr<SimStream> s = find(stream, "begin_capture");
+  auto rec = std::make_shared<Recording>();
+  rec->joined.push_back(s);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  WEFT_CHECK(!s->capture) << "SimGpu::begin_capture: the stream already captures";
+  s->capture = std::move(rec);
+}
+
+void* SimGpu::end_capture(const Stream& stream) {
+  std::shared_ptr<Recording> rec = capture_of(stream);
+  WEFT_CHECK(rec != nullptr) << "SimGpu::end_capture: the stream does not capture";
+  std::vector<std::shared_ptr<SimStream>> joined;
+  {
+    std::lock_guard<std::mutex> lock(rec->mutex);
+    joined = rec->joined;
+  }
+  for (const auto& s : joined) {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->capture = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(rec->mutex);
+  rec->ended = true;
+  WEFT_CHECK(!rec->broken) << "SimGpu::end_capture: the capture is invalid: " << rec->why;
+  return new std::shared_ptr<Recording>(std::move(rec));
+}
+
+void SimGpu::launch_graph(void* graph, const Stream& stream) {
+  std::shared_ptr<Recording> rec = *static_cast<std::shared_ptr<Recording>*>(graph);
+  enqueue(stream, "launch_graph",
+          [rec] {
+            for (const std::function<void()>& w : rec->work) {
+              if (w) w();
+            }
+          },
+          {}, {});
+}
+
+void SimGpu::destroy_graph(Device, void* graph) {
+  delete static_cast<std::shared_ptr<Recording>*>(graph);
 }
 
 }  // namespace weft::testing

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "devices/device_api.h"
@@ -27,6 +28,18 @@ namespace weft::testing {
 // item complete (the stream's next item, an event query or wait, synchronize) also sees what
 // the item wrote; ThreadSanitizer sees the same order the engine relies on with a real device.
 // The null stream is not simulated: work for it is refused with an Error.
+//
+// Note [Simulated capture]
+// begin_capture makes a stream record instead of queue: its work items (kernels, copies,
+// memsets, host functions) are appended to a recording, in submission order. An event recorded
+// on a capturing stream is a point of that recording; a stream that waits for it joins the
+// capture, as CUDA streams do. One list in submission order is a valid order for every
+// dependency the capture saw, since a wait is always submitted before the work behind it.
+// end_capture on the origin stream ends the capture for every joined stream and returns the
+// recording as a graph; launch_graph queues one item that runs the whole list. What CUDA refuses
+// during capture breaks the recording, and end_capture then throws naming it: synchronizing a
+// capturing stream, querying or waiting on the host for a captured event, and a capturing stream
+// waiting for an event recorded outside the capture.
 
 /// A simulated CUDA device API (DeviceType::kCUDA) with `devices` devices. Register it with
 /// register_device_api(DeviceType::kCUDA, &sim) before creating engines that use cuda:N, and
@@ -57,6 +70,13 @@ class SimGpu final : public DeviceAPI {
   void set_device(Device device) override;
   int current_device() override;
 
+  /// Stream capture (Note [Simulated capture]).
+  bool can_capture() override { return true; }
+  void begin_capture(const Stream& stream) override;
+  void* end_capture(const Stream& stream) override;
+  void launch_graph(void* graph, const Stream& stream) override;
+  void destroy_graph(Device device, void* graph) override;
+
   /// Queues `kernel` on `stream`: the stream's thread sleeps `delay` when it reaches it, then
   /// calls it. A kernel must not throw (a test's bug: the process aborts).
   void launch(const Stream& stream, std::function<void()> kernel,
@@ -78,11 +98,16 @@ class SimGpu final : public DeviceAPI {
 
  private:
   struct SimStream;
-  /// A recorded event: a position in a stream's work (Note [Simulated streams]).
+  struct Recording;
+  /// A recorded event: a position in a stream's work (Note [Simulated streams]), or a point in
+  /// a capture when recorded on a capturing stream.
   struct EventState {
     std::shared_ptr<SimStream> stream;  ///< null: never recorded (complete)
     uint64_t position = 0;
+    std::shared_ptr<Recording> captured;  ///< recorded during this capture
   };
+  std::shared_ptr<Recording> capture_of(const Stream& stream) const;
+  void invalidate(const std::shared_ptr<Recording>& recording, const std::string& why);
   std::shared_ptr<SimStream> find(const Stream& stream, const char* what) const;
   void enqueue(const Stream& stream, const char* what, std::function<void()> work,
                std::chrono::microseconds delay, EventState wait);
