@@ -47,6 +47,8 @@ struct ReplayOptions {
   uint64_t seed = 0;
   bool no_fuse = false;
   bool no_bulk = false;
+  bool no_cuda_graph = false;
+  int streams = 0;
   bool no_layout = false;
   bool quiet = false;
   bool dump = false;
@@ -81,9 +83,12 @@ int run_replay(const ReplayOptions& o) {
   graph::BindOptions bo;
   bo.device = device;
   bo.inputs.batch = o.batch;
-  bo.time_ops = true;
   bo.fuse = !o.no_fuse;
   if (o.no_bulk) bo.bulk_max_nodes = 1;
+  bo.cuda_graph = !o.no_cuda_graph;
+  bo.streams = o.streams;
+  // A captured forward is one launch: its nodes cannot be timed one by one.
+  bo.time_ops = !(device.type == DeviceType::kCUDA && bo.cuda_graph && !o.train);
   bo.layouts = !o.no_layout;
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
   for (const std::string& text : o.inputs) {
@@ -233,12 +238,34 @@ int run_replay(const ReplayOptions& o) {
     }
     std::sort(times.begin(), times.end(),
               [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
-    std::printf("top operators (kernel time per iteration):\n");
+    if (!bo.time_ops) {
+      std::printf(
+          "top operators: not timed (a CUDA graph runs each forward; --no-cuda-graph "
+          "times every node)\n");
+    } else {
+      std::printf("top operators (kernel time per iteration):\n");
+    }
     for (size_t i = 0; i < times.size() && i < 8; ++i) {
       if (times[i].calls == 0) continue;
       std::printf("  %-24s %9.3f ms  %5.1f%%  %lld calls\n", times[i].op.c_str(),
                   times[i].total_ms / o.iters, total > 0 ? 100.0 * times[i].total_ms / total : 0.0,
                   static_cast<long long>(times[i].calls / o.iters));
+    }
+    if (const graph::StreamPlan* sp = exec->stream_plan()) {
+      std::printf("streams: %d of %d used, %d event edges\n", sp->streams_used, sp->num_streams,
+                  sp->event_edges);
+    }
+    if (const graph::PlacementInfo pi = exec->placement(); pi.fallback_nodes > 0) {
+      std::printf("placement: %d nodes on the CPU (no kernel on %s), %d copy nodes\n",
+                  pi.fallback_nodes, to_string(device).c_str(), pi.copy_nodes);
+    }
+    if (const graph::CudaGraphInfo cg = exec->cuda_graph(); cg.enabled) {
+      if (cg.captured) {
+        std::printf("cuda graph: captured, %lld launches\n", static_cast<long long>(cg.launches));
+      } else {
+        std::printf("cuda graph: not captured%s%s\n", cg.failure.empty() ? "" : ": ",
+                    cg.failure.c_str());
+      }
     }
     std::printf("replay median_ms=%.3f p90_ms=%.3f\n", median, p90);
   }
@@ -323,6 +350,12 @@ Command add_replay_command(CLI::App& app) {
   a->add_flag(
       "--no-layout", o->no_layout,
       "Keep every tensor in the plain layout (no oneDNN blocked formats between operators)");
+  a->add_flag("--no-cuda-graph", o->no_cuda_graph,
+              "On a GPU: push every node (or bulk segment) instead of capturing each inference "
+              "forward as a CUDA graph");
+  a->add_option("--streams", o->streams,
+                "On a GPU: compute streams of the stream plan (0: the engine's; 1: one stream)")
+      ->transform(integer_in(0, 64));
   a->add_flag("--no-bulk", o->no_bulk,
               "Push every node as its own engine operation (no bulk segments of chained nodes)");
   a->add_flag("--quiet", o->quiet, "No progress bar");
