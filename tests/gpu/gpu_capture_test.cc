@@ -81,13 +81,7 @@ TEST_P(GpuCapture, ReplayEqualsEagerBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuCapture, ::testing::ValuesIn(testing::mxnet_model_files()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = testing::mxnet_model_specs().at(info.index).name;
-                           for (char& ch : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return name;
-                         });
+                         testing::ModelTestName());
 
 const char* const kResNet = "fqararyah__tvm-cuda-int8-benchmark__resnet18_v1-symbol.json";
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -102,6 +103,19 @@ inline std::vector<std::string> mxnet_model_files() {
   for (const ModelInputSpec& s : mxnet_model_specs()) files.push_back(s.file);
   return files;
 }
+
+/// Names tests over mxnet_model_files() by the model's short name, with characters gtest refuses
+/// replaced: INSTANTIATE_TEST_SUITE_P's name generator.
+struct ModelTestName {
+  template <typename ParamInfo>
+  std::string operator()(const ParamInfo& info) const {
+    std::string name = mxnet_model_specs().at(info.index).name;
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return name;
+  }
+};
 
 /// The inputs of model `file` at batch size `batch` (shapes with the batch dimension first).
 /// Throws ValueError for a file not in the table.

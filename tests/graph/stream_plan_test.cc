@@ -268,13 +268,7 @@ TEST_P(ModelStreams, PlansNeverShareMemoryBetweenConcurrentBuffers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelStreams, ::testing::ValuesIn(testing::mxnet_model_files()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = testing::mxnet_model_specs().at(info.index).name;
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         testing::ModelTestName());
 
 }  // namespace
 }  // namespace weft::graph
