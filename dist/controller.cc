@@ -16,6 +16,10 @@
 // at most fusion_bytes, reduced by one call and unpacked. While other keys are still partially
 // issued, rank 0 holds small ready allreduces up to cycle_ms so that more of them join a buffer;
 // when nothing else is in flight it schedules at once, so a lone collective pays no cycle.
+// Collectives of GPU arrays are negotiated, ordered and fused the same way (never in one batch
+// with CPU arrays); at their turn in the schedule they go to NCCL, which launches them on the
+// engine operations' streams without waiting (controller_gpu.cc, Note [Collectives on GPU
+// streams] in nccl_transport.cc).
 //
 // Liveness: ranks send rank 0 a message at least every heartbeat period and rank 0 sends them
 // one. A rank that has not been heard from for timeout_s (killed, stopped, stuck outside weft)
@@ -34,22 +38,6 @@
 
 namespace weft::dist::detail {
 
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::kAllreduce:
-      return "allreduce";
-    case Kind::kBroadcast:
-      return "broadcast";
-    case Kind::kAllgather:
-      return "allgather";
-    case Kind::kReduceScatter:
-      return "reduce_scatter";
-    case Kind::kBarrier:
-      return "barrier";
-  }
-  return "?";
-}
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -57,114 +45,12 @@ constexpr auto kHeartbeat = 20ms;
 
 enum class Response : uint8_t { kRun, kError, kFatal, kShutdown };
 
-void put_meta(Writer& w, const Meta& m) {
-  w.put_string(m.key);
-  w.put<uint8_t>(static_cast<uint8_t>(m.kind));
-  w.put<int32_t>(static_cast<int32_t>(m.dtype));
-  w.put<uint8_t>(static_cast<uint8_t>(m.op));
-  w.put<int32_t>(m.root);
-  w.put<int32_t>(m.priority);
-  w.put<uint32_t>(static_cast<uint32_t>(m.shape.size()));
-  for (int64_t d : m.shape) w.put<int64_t>(d);
+// Whether two allreduces may share a fused batch: CPU arrays that the transport reduces alike
+// (mean sums, then divides per tensor), or GPU arrays of the same operation (NCCL averages).
+bool same_reduction(const Meta& a, const Meta& b) {
+  if (a.gpu != b.gpu) return false;
+  return a.gpu ? a.op == b.op : transport_op(a.op) == transport_op(b.op);
 }
-
-Meta get_meta(Reader& r) {
-  Meta m;
-  m.key = r.get_string();
-  m.kind = static_cast<Kind>(r.get<uint8_t>());
-  m.dtype = static_cast<DType>(r.get<int32_t>());
-  m.op = static_cast<ReduceOp>(r.get<uint8_t>());
-  m.root = r.get<int32_t>();
-  m.priority = r.get<int32_t>();
-  m.shape.resize(r.get<uint32_t>());
-  for (auto& d : m.shape) d = r.get<int64_t>();
-  return m;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
-}
-
-// "allreduce 'grad.w' (use 3)" from a key "grad.w#3".
-std::string describe(const Meta& m) {
-  auto hash = m.key.rfind('#');
-  std::ostringstream os;
-  os << kind_name(m.kind) << " '" << m.key.substr(0, hash) << "'";
-  if (hash != std::string::npos) os << " (use " << m.key.substr(hash + 1) << ")";
-  return os.str();
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  return os.str();
-}
-
-// How two ranks' descriptions of one key differ, or "" when they agree.
-std::string difference(const Meta& a, int rank_a, const Meta& b, int rank_b) {
-  std::ostringstream os;
-  auto both = [&](auto what, auto va, auto vb) {
-    os << "rank " << rank_a << " has " << what << " " << va << ", rank " << rank_b << " has " << vb;
-  };
-  if (a.kind != b.kind) {
-    both("a", kind_name(a.kind), kind_name(b.kind));
-  } else if (a.dtype != b.dtype) {
-    both("dtype", dtype_name(a.dtype), dtype_name(b.dtype));
-  } else if (a.shape != b.shape) {
-    both("shape", shape_text(a.shape), shape_text(b.shape));
-  } else if (a.kind != Kind::kBroadcast && a.op != b.op) {
-    both("op", reduce_op_name(a.op), reduce_op_name(b.op));
-  } else if (a.kind == Kind::kBroadcast && a.root != b.root) {
-    both("root", a.root, b.root);
-  }
-  return os.str();
-}
-
-template <typename T>
-void divide(void* data, size_t count, int size) {
-  T* p = static_cast<T*>(data);
-  if constexpr (std::is_floating_point_v<T>) {
-    const T scale = T(1) / static_cast<T>(size);
-    for (size_t i = 0; i < count; ++i) p[i] *= scale;
-  } else {
-    for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(size));
-  }
-}
-
-void divide_by(void* data, size_t count, DType dtype, int size) {
-  if (size == 1) return;
-  switch (dtype) {
-    case DType::kFloat32:
-      return divide<float>(data, count, size);
-    case DType::kFloat64:
-      return divide<double>(data, count, size);
-    case DType::kInt32:
-      return divide<int32_t>(data, count, size);
-    case DType::kInt64:
-      return divide<int64_t>(data, count, size);
-    case DType::kInt8:
-      return divide<int8_t>(data, count, size);
-    case DType::kUInt8:
-      return divide<uint8_t>(data, count, size);
-    case DType::kInt16:
-      return divide<int16_t>(data, count, size);
-    case DType::kUInt16:
-      return divide<uint16_t>(data, count, size);
-    case DType::kUInt32:
-      return divide<uint32_t>(data, count, size);
-    case DType::kUInt64:
-      return divide<uint64_t>(data, count, size);
-    default:
-      throw NotImplemented(std::string("dist: mean of ") + dtype_name(dtype) + " arrays");
-  }
-}
-
-ReduceOp transport_op(ReduceOp op) { return op == ReduceOp::kMean ? ReduceOp::kSum : op; }
 
 }  // namespace
 
@@ -219,6 +105,7 @@ void Controller::stop() {
     stopped_ = true;
     failed = !failure_.empty();
   }
+  gpu_.reset();  // the NCCL communicator goes before MPI
   // After a failure a peer may be gone, and MPI_Finalize would wait for it.
   if (!failed) transport_->finalize();
 }
@@ -243,6 +130,7 @@ void Controller::loop() {
     std::vector<Request> fresh;
     bool stopping;
     bool failed;
+    std::string failure;
     {
       std::unique_lock lock(mu_);
       if (incoming_.empty() && !stop_requested_) {
@@ -257,8 +145,10 @@ void Controller::loop() {
       fresh.swap(incoming_);
       stopping = stop_requested_;
       failed = !failure_.empty();
+      if (failed) failure = failure_;
     }
     if (failed) {
+      abort_gpu(failure);
       for (auto& r : fresh) fail_local_request(r);
       if (stopping) return;
       spin = false;
@@ -269,11 +159,12 @@ void Controller::loop() {
     bool done = false;
     try {
       done = rank_ == 0 ? step_root(fresh, stopping, &active) : step_peer(fresh, stopping, &active);
+      if (poll_gpu()) active = true;
     } catch (const std::exception& e) {
       fail_everything(std::string("dist: rank ") + std::to_string(rank_) + ": " + e.what());
     }
-    if (done) return;
-    bool busy = !pending_.empty() || !table_.empty();
+    if (done) return drain_gpu();
+    bool busy = !pending_.empty() || !table_.empty() || (gpu_ && gpu_->busy());
     auto now = Clock::now();
     if (active) last_progress = now;
     spin = now - last_progress < kSpin;
@@ -419,11 +310,7 @@ bool Controller::step_root(std::vector<Request>& fresh, bool stopping, bool* act
   // Fusion hold: small ready allreduces wait (up to cycle_ms) for more while others are in flight.
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(options_.cycle_ms));
-  auto bytes_of = [](const Meta& m) {
-    size_t n = dtype_size(m.dtype);
-    for (int64_t d : m.shape) n *= static_cast<size_t>(d);
-    return n;
-  };
+  auto bytes_of = payload_bytes;
   bool hold = false;
   if (partial && options_.fusion_bytes > 0) {
     size_t small_bytes = 0;
@@ -455,7 +342,7 @@ bool Controller::step_root(std::vector<Request>& fresh, bool stopping, bool* act
       for (size_t j = i + 1; j < ready.size(); ++j) {
         const Entry& f = *ready[j];
         if (used[j] || !f.error.empty() || f.meta.kind != Kind::kAllreduce ||
-            f.meta.dtype != e.meta.dtype || transport_op(f.meta.op) != transport_op(e.meta.op) ||
+            f.meta.dtype != e.meta.dtype || !same_reduction(e.meta, f.meta) ||
             total + bytes_of(f.meta) > options_.fusion_bytes) {
           continue;
         }
@@ -573,6 +460,7 @@ void Controller::run_group(const std::vector<std::string>& keys) {
     group.push_back(std::move(it->second));
     pending_.erase(it);
   }
+  if (group.front().meta.gpu) return run_gpu(group);
   std::exception_ptr error;
   size_t payload = 0;
   try {
@@ -658,6 +546,7 @@ void Controller::fail_everything(const std::string& why) {
   for (auto& [key, r] : pending_) fail_local_request(r);
   pending_.clear();
   table_.clear();
+  abort_gpu(why);
   for (auto& r : incoming) fail_local_request(r);
 }
 

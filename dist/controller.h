@@ -15,33 +15,11 @@
 #include <vector>
 
 #include "dist/dist.h"
+#include "dist/gpu_collectives.h"
+#include "dist/meta.h"
 #include "dist/transport.h"
 
 namespace weft::dist::detail {
-
-enum class Kind : uint8_t { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
-const char* kind_name(Kind kind);
-
-/// What every rank must agree on for one collective.
-struct Meta {
-  std::string key;  ///< "<name>#<use>": the use-th collective of that name on this rank
-  Kind kind = Kind::kAllreduce;
-  DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  int32_t root = 0;
-  int32_t priority = 0;
-  std::vector<int64_t> shape;  ///< the input's shape
-};
-
-/// One collective issued on this rank: the engine operation's arrays and its completion.
-struct Request {
-  Meta meta;
-  void* in = nullptr;
-  void* out = nullptr;
-  size_t in_bytes = 0;
-  size_t out_bytes = 0;
-  std::function<void(std::exception_ptr)> done;
-};
 
 class Controller {
  public:
@@ -74,6 +52,11 @@ class Controller {
   void run_group(const std::vector<std::string>& keys);
   void fail_everything(const std::string& why);
   void fail_local_request(Request& request);
+  // GPU arrays (controller_gpu.cc): launch a scheduled group over NCCL, complete what finished.
+  void run_gpu(std::vector<Request>& group);
+  bool poll_gpu();
+  void drain_gpu();
+  void abort_gpu(const std::string& why);
 
   std::unique_ptr<Transport> transport_;
   Options options_;
@@ -91,6 +74,7 @@ class Controller {
   // Coordinator thread state.
   std::map<std::string, Request> pending_;  // issued here, not yet run
   std::vector<char> fusion_buffer_;
+  std::unique_ptr<GpuCollectives> gpu_;  // NCCL, from the first GPU collective on
   Clock::time_point last_sent_{};
   Clock::time_point last_from_root_{};
   bool peer_stopping_sent_ = false;

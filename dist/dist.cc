@@ -10,6 +10,7 @@
 
 #include "base/env.h"
 #include "dist/controller.h"
+#include "dist/gpu_collectives.h"
 #include "ndarray/runtime.h"
 
 namespace weft::dist {
@@ -101,13 +102,45 @@ std::string next_key(Kind kind, const std::string& name) {
   return base + "#" + std::to_string(use);
 }
 
-void check_array(const NDArray& a, const char* what, const char* role) {
-  if (a.is_none())
-    throw ValueError(std::string("dist: ") + what + ": the " + role + " array is none");
-  if (a.device().type != DeviceType::kCPU) {
-    throw NotImplemented(
-        std::string("dist: ") + what + ": the " + role + " array is on " + to_string(a.device()) +
-        "; only CPU arrays are supported (GPU arrays over NCCL are not built yet)");
+// "allreduce 'w'", or "allreduce (unnamed)": a collective in messages before it has a key.
+std::string label(const char* what, const std::string& name) {
+  return std::string(what) + (name.empty() ? " (unnamed)" : " '" + name + "'");
+}
+
+void check_array(const NDArray& a, const std::string& label, const char* role) {
+  if (a.is_none()) throw ValueError("dist: " + label + ": the " + role + " array is none");
+  const Device device = a.device();
+  if (device.type == DeviceType::kCPU) return;
+  if (device.type != DeviceType::kCUDA || !detail::have_nccl()) {
+    throw NotImplemented("dist: " + label + ": the " + role + " array is on " + to_string(device) +
+                         "; " +
+                         (device.type == DeviceType::kCUDA
+                              ? "this build has no NCCL (GPU arrays need CUDA, MPI and NCCL at "
+                                "configure: WEFT_USE_NCCL)"
+                              : "collectives take CPU and CUDA arrays"));
+  }
+}
+
+// One device per collective; GPU arrays on this process's GPU, of a type NCCL carries.
+void check_devices(const NDArray& in, const NDArray& out, const std::string& label,
+                   int local_rank) {
+  if (in.device() != out.device()) {
+    throw ValueError("dist: " + label + ": the input is on " + to_string(in.device()) +
+                     " and the output on " + to_string(out.device()) +
+                     "; a collective takes CPU arrays or GPU arrays, not both (copy one first)");
+  }
+  if (in.device().type != DeviceType::kCUDA) return;
+  const Device gpu = detail::process_gpu(local_rank);
+  if (in.device() != gpu) {
+    throw ValueError("dist: " + label + ": the arrays are on " + to_string(in.device()) +
+                     ", but this process's collectives use " + to_string(gpu) + " (local rank " +
+                     std::to_string(local_rank) +
+                     "; one GPU per process: cuda:<local rank modulo the visible GPUs>)");
+  }
+  if (!detail::nccl_supports(in.dtype())) {
+    throw ValueError("dist: " + label + ": NCCL cannot carry " + dtype_name(in.dtype()) +
+                     " arrays (float32, float64, float16, bfloat16 and the 8-, 32- and 64-bit "
+                     "integers it can)");
   }
 }
 
@@ -115,12 +148,17 @@ void push(Kind kind, const NDArray& in, const NDArray& out, ReduceOp op, int roo
           const CollectiveOptions& options) {
   const char* what = detail::kind_name(kind);
   Controller& c = controller();
-  check_array(in, what, "input");
-  check_array(out, what, "output");
+  const std::string tensor = label(what, options.name);
+  check_array(in, tensor, "input");
+  check_array(out, tensor, "output");
   if (in.dtype() != out.dtype()) {
-    throw ValueError(std::string("dist: ") + what + ": input is " + dtype_name(in.dtype()) +
-                     ", output is " + dtype_name(out.dtype()));
+    throw ValueError("dist: " + tensor + ": input is " + dtype_name(in.dtype()) + ", output is " +
+                     dtype_name(out.dtype()));
   }
+  check_devices(in, out, tensor, c.transport().local_rank());
+  // Note [Collectives on GPU streams] (nccl_transport.cc): a GPU collective is an operation on
+  // the arrays' GPU, so that the body gets the stream its inputs are ordered on.
+  const bool gpu = in.device().type == DeviceType::kCUDA;
   Meta meta;
   meta.key = next_key(kind, options.name);
   meta.kind = kind;
@@ -128,6 +166,7 @@ void push(Kind kind, const NDArray& in, const NDArray& out, ReduceOp op, int roo
   meta.op = op;
   meta.root = root;
   meta.priority = options.priority;
+  meta.gpu = gpu;
   meta.shape.assign(in.shape().begin(), in.shape().end());
   Group& g = group();
   {
@@ -137,13 +176,14 @@ void push(Kind kind, const NDArray& in, const NDArray& out, ReduceOp op, int roo
   std::vector<VarHandle> reads;
   if (!in.shares_storage_with(out)) reads.push_back(in.var());
   std::vector<VarHandle> writes{out.var()};
-  auto fn = [&c, meta = std::move(meta), in, out](const RunContext&, CallbackOnComplete done) {
+  auto fn = [&c, meta = std::move(meta), in, out](const RunContext& rc, CallbackOnComplete done) {
     Request r;
     r.meta = meta;
     r.in = in.raw_data();
     r.out = out.raw_data();
     r.in_bytes = in.nbytes();
     r.out_bytes = out.nbytes();
+    r.stream = rc.stream;
     // The arrays stay alive (and their memory ours) until the collective has run.
     r.done = [done, in, out](std::exception_ptr error) {
       done(error);
@@ -154,8 +194,10 @@ void push(Kind kind, const NDArray& in, const NDArray& out, ReduceOp op, int roo
     c.submit(std::move(r));
   };
   try {
-    Runtime::get().engine().push_async(std::move(fn), Device::cpu(), reads, writes,
-                                       FnProperty::kAsync, options.priority, what);
+    // GPU: a normal operation, so it runs on one of the GPU's workers, which own the streams.
+    Runtime::get().engine().push_async(std::move(fn), gpu ? in.device() : Device::cpu(), reads,
+                                       writes, gpu ? FnProperty::kNormal : FnProperty::kAsync,
+                                       options.priority, what);
   } catch (...) {
     std::lock_guard lock(g.inflight_mu);
     --g.inflight;

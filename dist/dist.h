@@ -81,8 +81,13 @@ ReduceOp parse_reduce_op(std::string_view name);
 /// order); the k-th use of a name on one rank matches the k-th on every other. Rank 0 starts a
 /// collective once every rank has issued it, in the order of priority, then of readiness.
 ///
-/// Arrays must be CPU arrays (GPU arrays over NCCL are not built yet: NotImplemented), contiguous,
-/// of the same shape and type on every rank (except where a collective says otherwise).
+/// Arrays must be contiguous, of the same shape and type on every rank (except where a collective
+/// says otherwise), and all on the CPU or all on the GPU on every rank. CPU arrays go over MPI.
+/// GPU arrays (builds with NCCL: WEFT_USE_NCCL) go over NCCL on the engine operation's stream;
+/// they must be on this process's GPU, cuda:(local_rank() modulo the visible GPUs), and of a type
+/// NCCL has (float32, float64, float16, bfloat16, 8/32/64-bit integers). A GPU array in a build
+/// without NCCL is NotImplemented; mixing CPU and GPU arrays, another GPU or another type is a
+/// ValueError naming the collective. docs/DISTRIBUTED.md, "GPU arrays over NCCL".
 struct CollectiveOptions {
   /// The name ranks match on (empty: "<kind>.<n>").
   std::string name;

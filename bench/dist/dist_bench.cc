@@ -5,6 +5,7 @@
 //   dist_allreduce bytes=<B> mpi_us=<median> weft_us=<median> mpi_busbw=<GB/s> weft_busbw=<GB/s>
 //   overhead=<weft/mpi - 1>
 // Bus bandwidth is bytes * 2 (n - 1) / n / time, the traffic of a ring allreduce per link.
+// With --nccl it measures GPU arrays instead, against ncclAllReduce (nccl_bench.cc).
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -20,6 +21,10 @@
 
 using namespace weft;
 using Clock = std::chrono::steady_clock;
+
+namespace weft::bench {
+int run_nccl_bench(bool quick);  // nccl_bench.cc
+}
 
 namespace {
 
@@ -48,8 +53,17 @@ double time_us(int iters, int repeats, Fn&& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false, nccl = false;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::string(argv[i]) == "--quick";
+    nccl = nccl || std::string(argv[i]) == "--nccl";
+  }
   dist::init();
+  if (nccl) {
+    int rc = bench::run_nccl_bench(quick);
+    dist::shutdown();
+    return rc;
+  }
   const int rank = dist::rank();
   const int n = dist::size();
   std::vector<size_t> sizes = {4,       64,      1 << 10,  16 << 10, 256 << 10,

@@ -4,7 +4,11 @@
 # run) and against torch.distributed with Gloo (torch_gloo.py, Debian's PyTorch 1.13). Prints the
 # tables, then per size
 #   compare dist_allreduce_<bytes> weft=<us> mpi=<us> torch_gloo=<us> ratio=<weft/mpi>
-# (goal: ratio <= 1.10 from 1 MiB up).
+# (goal: ratio <= 1.10 from 1 MiB up). Then GPU arrays: weft's engine path over NCCL against a
+# direct ncclAllReduce on the same GPU (weft_dist_bench --nccl), per size
+#   compare dist_nccl_allreduce_<bytes> weft=<us> nccl=<us> ratio=<weft/nccl>
+# or "# nccl: skipped (...)" without NCCL in the build or a GPU per process. The default bench
+# tree is configured without CUDA: point WEFT_DIST_BENCH_BIN at a CUDA build's binary for it.
 #
 #   bench/dist/run.sh [--quick]       (bench/run.sh dist builds the binary and calls this)
 # Environment: WEFT_DIST_BENCH_BIN (default <repo>/build-bench/bench/dist/weft_dist_bench),
@@ -42,3 +46,11 @@ awk -v gloo="${gloo_out}" '
     t = (b in g) ? g[b] : "n/a";
     printf "compare dist_allreduce_%s weft=%s mpi=%s torch_gloo=%s ratio=%.3f\n", b, w, m, t, w / m }
 ' <<<"${weft_out}"
+# GPU arrays over NCCL (skipped, with a "# nccl: skipped" line, without NCCL or a GPU per process).
+nccl_out="$(WEFT_NUM_THREADS=1 "${mpirun[@]}" "${bin}" --nccl "${quick[@]}")"
+echo "${nccl_out}"
+awk '/^dist_nccl_allreduce/ { b = ""; m = ""; w = "";
+    for (j = 1; j <= NF; j++) { split($j, kv, "="); if (kv[1] == "bytes") b = kv[2];
+      if (kv[1] == "nccl_us") m = kv[2]; if (kv[1] == "weft_us") w = kv[2] }
+    printf "compare dist_nccl_allreduce_%s weft=%s nccl=%s ratio=%.3f\n", b, w, m, w / m }
+' <<<"${nccl_out}"

@@ -21,6 +21,10 @@ matched by ``name`` (when left empty, ``"<kind>.<n>"`` counted per rank in progr
 give names when ranks issue collectives in different orders). Ready allreduces are fused into
 buffers of up to ``fusion_bytes`` bytes and reduced by one transport call.
 
+Arrays on ``cuda:N`` go over NCCL in builds that have it (docs/DISTRIBUTED.md, "GPU arrays over
+NCCL"; never run on a GPU yet): one GPU per process, ``cuda:<local_rank()>``, and all arrays of a
+call on the same device.
+
 For training, ``weft.nn.Trainer(..., distributed=True)`` broadcasts the parameters from rank 0
 and averages gradients after each backward; :func:`allreduce_gradients` and
 :func:`broadcast_parameters` are the pieces it uses. Environment: ``WEFT_DIST_TIMEOUT``
