@@ -45,11 +45,11 @@ struct BindOptions {
   /// different streams at the same time apart. 0 = the engine's compute streams for the device;
   /// 1 = one stream (chosen by the engine per node). Ignored on the CPU.
   int streams = 0;
-  /// On a GPU, inference with static shapes: each forward is one engine operation, captured
-  /// into a CUDA graph on its second run and replayed with one launch after (Note [CUDA graph
-  /// capture] in graph/graph_capture.cc). Rebinding (reshape) captures again. Graphs with a
-  /// backward pass, random resources or asynchronous kernels, runs with time_ops, and forwards
-  /// pushed while the profiler records run node by node as without it.
+  /// On a GPU: each forward (and each backward of a training bind) is one engine operation,
+  /// captured into a CUDA graph on its second run and replayed with one launch after (Note
+  /// [CUDA graph capture] in graph/graph_capture.cc). Rebinding (reshape) captures again. Graphs
+  /// with random resources, asynchronous kernels or nodes placed on the CPU, runs with time_ops,
+  /// and passes pushed while the profiler records run node by node as without it.
   bool cuda_graph = true;
 };
 

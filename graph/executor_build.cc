@@ -199,37 +199,65 @@ void ExecutorImpl::build_runs() {
   setup_capture();
 }
 
-// Note [CUDA graph capture]: a new capture for every binding (the graph holds the arena's
-// addresses), when the forward can be captured at all.
+// Note [CUDA graph capture]: new captures for every binding (the graphs hold the arena's
+// addresses), when the graph can be captured at all: on a GPU, every node there, no random
+// resource (its state advances on the host) and no asynchronous kernel.
 void ExecutorImpl::setup_capture() {
-  if (capture_) engine_.wait_for_var(arena_var_);  // its last launch may still run
-  capture_.reset();
-  capture_reads_.clear();
-  capture_writes_.clear();
+  if (inference_.capture || train_forward_.capture || train_backward_.capture) {
+    engine_.wait_for_var(arena_var_);  // their last launches may still run
+  }
+  inference_ = CapturedRange{};
+  train_forward_ = CapturedRange{};
+  train_backward_ = CapturedRange{};
   DeviceAPI* api = DeviceAPI::try_get(options_.device.type);
-  if (!options_.cuda_graph || options_.device.type != DeviceType::kCUDA || has_backward_ ||
+  if (!options_.cuda_graph || options_.device.type != DeviceType::kCUDA ||
       placement_.fallback_nodes > 0 || options_.time_ops || api == nullptr || !api->can_capture()) {
     return;
   }
-  for (size_t k = 0; k < num_forward_runs_; ++k) {
-    if (runs_[k].async != nullptr || runs_[k].random != nullptr) return;
+  for (const NodeRun& r : runs_) {
+    if (r.async != nullptr || r.random != nullptr) return;
   }
-  for (size_t k = 0; k < num_forward_runs_; ++k) {
-    capture_reads_.insert(capture_reads_.end(), runs_[k].reads.begin(), runs_[k].reads.end());
-    capture_writes_.insert(capture_writes_.end(), runs_[k].writes.begin(), runs_[k].writes.end());
+  inference_ = make_capture(0, num_forward_runs_, false);
+  if (has_backward_) {
+    train_forward_ = make_capture(0, num_forward_runs_, true);
+    train_backward_ = make_capture(num_forward_runs_, runs_.size(), true);
   }
-  std::sort(capture_writes_.begin(), capture_writes_.end());
-  capture_writes_.erase(std::unique(capture_writes_.begin(), capture_writes_.end()),
-                        capture_writes_.end());
-  std::erase_if(capture_reads_, [&](VarHandle v) {
-    return std::binary_search(capture_writes_.begin(), capture_writes_.end(), v);
+}
+
+ExecutorImpl::CapturedRange ExecutorImpl::make_capture(size_t begin, size_t end, bool is_train) {
+  CapturedRange c;
+  for (size_t k = begin; k < end; ++k) {
+    c.reads.insert(c.reads.end(), runs_[k].reads.begin(), runs_[k].reads.end());
+    c.writes.insert(c.writes.end(), runs_[k].writes.begin(), runs_[k].writes.end());
+  }
+  std::sort(c.writes.begin(), c.writes.end());
+  c.writes.erase(std::unique(c.writes.begin(), c.writes.end()), c.writes.end());
+  std::erase_if(c.reads, [&](VarHandle v) {
+    return std::binary_search(c.writes.begin(), c.writes.end(), v);
   });
-  std::sort(capture_reads_.begin(), capture_reads_.end());
-  capture_reads_.erase(std::unique(capture_reads_.begin(), capture_reads_.end()),
-                       capture_reads_.end());
-  capture_ = std::make_unique<executor_detail::GraphCapture>(
-      options_.device, std::span<NodeRun>(runs_.data(), num_forward_runs_), stream_plan(),
-      Runtime::get().shared_allocator(options_.device));
+  std::sort(c.reads.begin(), c.reads.end());
+  c.reads.erase(std::unique(c.reads.begin(), c.reads.end()), c.reads.end());
+  c.capture = std::make_unique<GraphCapture>(
+      options_.device, std::span<NodeRun>(runs_.data() + begin, end - begin), stream_plan(),
+      Runtime::get().shared_allocator(options_.device), is_train);
+  return c;
+}
+
+// One engine operation for the whole range; node by node while the profiler records.
+void ExecutorImpl::push_captured(CapturedRange& c) {
+  GraphCapture* capture = c.capture.get();
+  if (Profiler::global().enabled()) {
+    const bool backward = &c == &train_backward_;
+    if (backward) {
+      push_range(backward_segments_, num_forward_runs_, runs_.size(), true);
+    } else {
+      push_range(forward_segments_, 0, num_forward_runs_, capture->is_train());
+    }
+    return;
+  }
+  Engine* engine = &engine_;
+  engine_.push_sync([capture, engine](const RunContext& rc) { capture->run(*engine, rc); },
+                    options_.device, c.reads, c.writes, FnProperty::kNormal, 0, "cuda_graph");
 }
 
 // Groups runs_[begin, end) into segments (bulk_max_nodes).

@@ -78,12 +78,8 @@ class ExecutorImpl final : public Executor {
     // run never overwrites arena memory an earlier run still uses.
     engine_.push_sync([](const RunContext&) {}, options_.device, {}, {arena_var_},
                       FnProperty::kNormal, 0, "executor_fence");
-    if (capture_ && !is_train && !Profiler::global().enabled()) {
-      executor_detail::GraphCapture* capture = capture_.get();
-      Engine* engine = &engine_;
-      engine_.push_sync([capture, engine](const RunContext& rc) { capture->run(*engine, rc); },
-                        options_.device, capture_reads_, capture_writes_, FnProperty::kNormal, 0,
-                        "cuda_graph_forward");
+    if (CapturedRange& c = is_train ? train_forward_ : inference_; c.capture) {
+      push_captured(c);
     } else {
       push_range(forward_segments_, 0, num_forward_runs_, is_train);
     }
@@ -105,7 +101,11 @@ class ExecutorImpl final : public Executor {
           << ", the head has " << dst.shape();
       head_grads[h].copy_to(dst);
     }
-    push_range(backward_segments_, num_forward_runs_, runs_.size(), true);
+    if (train_backward_.capture) {
+      push_captured(train_backward_);
+    } else {
+      push_range(backward_segments_, num_forward_runs_, runs_.size(), true);
+    }
     for (auto& [name, tmp] : add_temps_) {
       NDArray g = grads_.at(name);
       g += tmp;
@@ -135,12 +135,14 @@ class ExecutorImpl final : public Executor {
   PlacementInfo placement() const override { return placement_; }
   CudaGraphInfo cuda_graph() const override {
     CudaGraphInfo info;
-    if (!capture_) return info;
     using State = executor_detail::GraphCapture::State;
-    info.enabled = true;
-    info.captured = capture_->state() == State::kCaptured;
-    info.launches = capture_->launches();
-    info.failure = capture_->failure();
+    for (const CapturedRange* c : {&inference_, &train_forward_, &train_backward_}) {
+      if (!c->capture) continue;
+      info.enabled = true;
+      info.captured = info.captured || c->capture->state() == State::kCaptured;
+      info.launches += c->capture->launches();
+      if (info.failure.empty()) info.failure = c->capture->failure();
+    }
     return info;
   }
   const StreamPlan* stream_plan() const override {
@@ -198,9 +200,16 @@ class ExecutorImpl final : public Executor {
 
   void build_runs();
 
-  // Note [CUDA graph capture]: a new capture for every binding (the graph holds the arena's
-  // addresses), when the forward can be captured at all.
+  // Note [CUDA graph capture]: runs_[begin, end) pushed as one engine operation that captures
+  // them, with the union of their variables.
+  struct CapturedRange {
+    std::unique_ptr<GraphCapture> capture;
+    std::vector<VarHandle> reads, writes;
+  };
+  // New captures for every binding (the graphs hold the arena's addresses), where they can be.
   void setup_capture();
+  CapturedRange make_capture(size_t begin, size_t end, bool is_train);
+  void push_captured(CapturedRange& c);
 
   // A run of nodes pushed as one engine operation (Note [Bulk segments]).
   struct SegmentRun {
@@ -253,8 +262,8 @@ class ExecutorImpl final : public Executor {
   PlacementInfo placement_;
   std::unordered_map<uint32_t, NDArray> off_arena_;            // by entry id
   std::unordered_map<uint32_t, NDArray> off_arena_workspace_;  // by node id
-  std::unique_ptr<executor_detail::GraphCapture> capture_;
-  std::vector<VarHandle> capture_reads_, capture_writes_;
+  // The inference forward; with a backward pass, the training forward and the backward.
+  CapturedRange inference_, train_forward_, train_backward_;
   // Executors start their stream plans on different engine streams, so that two executors on one
   // GPU (a server's instances) overlap too.
   int stream_base_ = next_stream_base_.fetch_add(1, std::memory_order_relaxed) & 0xffff;

@@ -9,7 +9,7 @@
 namespace weft::graph::executor_detail {
 
 // Note [CUDA graph capture]
-// An executor bound for inference on a GPU with static shapes pushes each forward as a single
+// An executor bound on a GPU with static shapes pushes each forward (and backward) as a single
 // engine operation (its reads and writes are the union of its nodes'). The body runs the nodes
 // itself over the stream plan's streams: plan stream 0 is the engine worker's stream, the others
 // are streams the capture owns. A fork event puts them behind the worker's stream (which the
@@ -32,9 +32,11 @@ namespace weft::graph::executor_detail {
 // addresses. Arrays bound to the executor keep their memory, so new input values written into
 // them (copy_to) are what the next launch reads.
 //
-// Only inference forwards are captured: the executor refuses capture for graphs with
-// asynchronous kernels, random number resources (their state advances on the host) or a
-// backward pass (see executor.cc).
+// The executor captures the inference forward and, for a training bind, the training forward
+// and the backward as two more graphs (each with its own state). It refuses capture for graphs
+// with asynchronous kernels or random number resources (their state advances on the host, so a
+// replay would repeat the captured numbers; Dropout in training is such a node), and for graphs
+// with nodes placed on the CPU (executor_build.cc).
 class CaptureScratch final : public Allocator {
  public:
   CaptureScratch(Allocator* pool, Device device, int streams)
@@ -89,13 +91,14 @@ class CaptureScratch final : public Allocator {
 };
 
 GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
-                           std::shared_ptr<Allocator> pool)
+                           std::shared_ptr<Allocator> pool, bool is_train)
     : device_(device),
       api_(DeviceAPI::get(device.type)),
       runs_(runs),
       plan_(plan && plan->num_streams > 1 ? plan : nullptr),
       pool_(std::move(pool)),
-      num_streams_(plan_ ? plan_->num_streams : 1) {
+      num_streams_(plan_ ? plan_->num_streams : 1),
+      is_train_(is_train) {
   WEFT_CHECK(api_->can_capture()) << "CUDA graph capture: " << to_string(device)
                                   << " cannot capture streams";
   for (int s = 1; s < num_streams_; ++s) side_.push_back(api_->create_stream(device));
@@ -155,7 +158,7 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
       r.temp_allocator = scratch_.get();
     }
     try {
-      r.run(false, engine, node_rc);
+      r.run(is_train_, engine, node_rc);
     } catch (...) {
       r.temp_allocator = pool;
       throw;

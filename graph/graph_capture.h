@@ -28,18 +28,20 @@ class GraphCapture {
 
   /// `runs`: the forward's node operations in order (kept by the executor, which outlives this);
   /// `plan`: their stream plan (null: one stream), indexed by NodeRun::nid. `pool`: the device's
-  /// allocator, for scratch memory. Creates the plan's extra streams and the events.
+  /// allocator, for scratch memory. `is_train`: the mode the runs run in. Creates the plan's
+  /// extra streams and the events.
   GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
-               std::shared_ptr<Allocator> pool);
+               std::shared_ptr<Allocator> pool, bool is_train = false);
   ~GraphCapture();
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
 
-  /// The engine operation's body (on a GPU worker; `rc.stream` is its stream): one forward
-  /// pass in inference mode. Throws what a kernel throws in an eager run.
+  /// The engine operation's body (on a GPU worker; `rc.stream` is its stream): one pass over
+  /// the runs (in training mode when is_train()). Throws what a kernel throws in an eager run.
   void run(Engine& engine, const RunContext& rc);
 
   State state() const { return state_; }
+  bool is_train() const { return is_train_; }
   /// Why capture failed (empty unless state() is kEager).
   const std::string& failure() const { return failure_; }
   /// Launches of the captured graph so far.
@@ -56,6 +58,7 @@ class GraphCapture {
   const StreamPlan* plan_ = nullptr;
   std::shared_ptr<Allocator> pool_;  // kept alive: the executor may outlive its runtime
   int num_streams_ = 1;
+  bool is_train_ = false;
   std::vector<Stream> side_;          // plan streams 1..k-1
   std::vector<Event> after_;          // per run: recorded after it when another stream waits
   std::vector<int32_t> event_index_;  // per node id: index into after_, -1 when not needed

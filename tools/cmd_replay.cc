@@ -88,7 +88,7 @@ int run_replay(const ReplayOptions& o) {
   bo.cuda_graph = !o.no_cuda_graph;
   bo.streams = o.streams;
   // A captured forward is one launch: its nodes cannot be timed one by one.
-  bo.time_ops = !(device.type == DeviceType::kCUDA && bo.cuda_graph && !o.train);
+  bo.time_ops = !(device.type == DeviceType::kCUDA && bo.cuda_graph);
   bo.layouts = !o.no_layout;
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
   for (const std::string& text : o.inputs) {
