@@ -256,6 +256,9 @@ void ExecutorImpl::push_captured(CapturedRange& c) {
     return;
   }
   Engine* engine = &engine_;
+  // Always the same engine stream: the warm-up creates that stream's library handles (cuDNN,
+  // cuBLAS), which capture could not create.
+  ComputeStreamScope stream(stream_base_);
   engine_.push_sync([capture, engine](const RunContext& rc) { capture->run(*engine, rc); },
                     options_.device, c.reads, c.writes, FnProperty::kNormal, 0, "cuda_graph");
 }
