@@ -45,8 +45,19 @@ WEFT_CUDNN_ALGO=measure timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>
   grep -E "conv" | sed "s/^/measured: /" | tee -a "$out/summary.txt"
 WEFT_GPU_STREAMS=1 timeout 60 build-gpu/bench/gpu/weft_gpu_bench --quick 2>&1 |
   grep -E "conv|matmul" | sed "s/^/streams=1: /" | tee -a "$out/summary.txt"
-# The graph executor on cuda:0 against PyTorch's forms (bench/run.sh gpu-replay), quick.
+# The graph executor on cuda:0 against PyTorch's forms (bench/run.sh gpu-replay), quick; first
+# ResNet-50 replayed on the GPU (captured, eager, bf16, fp16) against the CPU's saved outputs.
 if [ -n "${WEFT_MODELS_DIR:-}" ]; then
+  r50="$WEFT_MODELS_DIR/pathak-ashutosh__plant-seeds-classification__resnet-50-symbol.json"
+  build-gpu/tools/weft replay "$r50" --input data=1x3x224x224 --seed 3 --iters 1 --quiet \
+    --save-outputs "$out/r50_cpu" > "$out/r50_cpu.txt" 2>&1
+  for flags in "" "--no-cuda-graph" "--streams 1" "--dtype bf16" "--dtype fp16"; do
+    # shellcheck disable=SC2086
+    build-gpu/tools/weft replay "$r50" --input data=1x3x224x224 --seed 3 --device cuda:0 \
+      --iters 20 --quiet --compare "$out/r50_cpu" $flags > "$out/r50_gpu.txt" 2>&1
+    echo "resnet50 cuda:0 ${flags:-(default)}: rc=$? $(grep -E 'median_ms|cuda graph|streams:|heads|differs' \
+      "$out/r50_gpu.txt" | tr '\n' ' ')" | tee -a "$out/summary.txt"
+  done
   WEFT_BIN=build-gpu/tools/weft timeout 300 bash bench/gpu/replay.sh --quick > "$out/gpu_replay.txt" 2>&1
   grep -E "^compare|failed" "$out/gpu_replay.txt" | tee -a "$out/summary.txt"
 fi

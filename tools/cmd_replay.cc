@@ -44,6 +44,10 @@ struct ReplayOptions {
   std::string compare;
   double rtol = 1e-4;
   double atol = 1e-5;
+  std::string dtype = "float32";
+  // Whether --rtol / --atol were given (else a reduced precision picks its own defaults).
+  const CLI::Option* rtol_option = nullptr;
+  const CLI::Option* atol_option = nullptr;
   uint64_t seed = 0;
   bool no_fuse = false;
   bool no_bulk = false;
@@ -54,10 +58,50 @@ struct ReplayOptions {
   bool dump = false;
 };
 
+// Note [Reduced-precision replay]
+// `--dtype bf16|fp16` runs the graph in a 16-bit float type on a GPU: the data inputs get the
+// type and type inference carries it to every weight, while BatchNorm keeps float32 gamma, beta
+// and moving statistics (its rule, as in MXNet and cuDNN). The weights are drawn (or loaded) in
+// float32 exactly as for a float32 replay, then cast once, on the device, into the bound arrays;
+// outputs are cast back to float32 for printing, saving and --compare. The conv+BN+activation
+// fusion is float32-only, so the graph runs unfused (cuDNN convolutions in the 16-bit type use
+// the tensor cores). The CPU's kernels are float32/float64, so the CPU refuses the flag.
+
+// The precision a --dtype names (float32 for the default).
+DType replay_dtype(const std::string& text) {
+  if (text == "bf16" || text == "bfloat16") return DType::kBFloat16;
+  if (text == "fp16" || text == "float16" || text == "half") return DType::kFloat16;
+  WEFT_CHECK(text == "fp32" || text == "float32")
+      << "--dtype " << text << ": expected float32, bf16 (bfloat16) or fp16 (float16)";
+  return DType::kFloat32;
+}
+
+// `src` as `dtype` on `device`: copied there, then converted by the device's Cast kernel (the
+// CPU has none for 16-bit types).
+NDArray cast_on(const NDArray& src, DType dtype, Device device) {
+  NDArray on = src.device() == device ? src : src.copy_to(device);
+  if (on.dtype() == dtype) return on;
+  return invoke1("Cast", {on}, {{"dtype", dtype_name(dtype)}});
+}
+
+// Default --compare tolerances against float32 outputs (Note [Reduced-precision replay]):
+// bfloat16 keeps 8 significant bits (relative step 2^-8), float16 11 (2^-11), and a deep
+// network's rounding grows with its depth; these allow about 12 and 20 steps per element.
+double default_tolerance(DType dtype, double f32) {
+  if (dtype == DType::kBFloat16) return 5e-2;
+  if (dtype == DType::kFloat16) return 1e-2;
+  return f32;
+}
+
 int run_replay(const ReplayOptions& o) {
   std::printf("kernels: %s\n", describe_kernel_libraries().c_str());
   std::fflush(stdout);
   const Device device = runnable_device("--device", o.device);
+  const DType precision = replay_dtype(o.dtype);
+  const bool reduced = precision != DType::kFloat32;
+  WEFT_CHECK_AS(NotImplemented, !reduced || device.type == DeviceType::kCUDA)
+      << "--dtype " << o.dtype << ": 16-bit replay runs on a GPU (--device cuda:N); the CPU's "
+      << "kernels are float32/float64";
   WEFT_CHECK(o.save_grads.empty() || o.train)
       << "--save-grads " << o.save_grads << ": gradients exist only with --train";
   load_plugins(o.plugins);  // before the graph: it may use the plugins' operators
@@ -83,7 +127,7 @@ int run_replay(const ReplayOptions& o) {
   graph::BindOptions bo;
   bo.device = device;
   bo.inputs.batch = o.batch;
-  bo.fuse = !o.no_fuse;
+  bo.fuse = !o.no_fuse && !reduced;  // the fused convolution is float32-only
   if (o.no_bulk) bo.bulk_max_nodes = 1;
   bo.cuda_graph = !o.no_cuda_graph;
   bo.streams = o.streams;
@@ -97,6 +141,7 @@ int run_replay(const ReplayOptions& o) {
         << "--input " << text << ": the graph has no variable '" << spec.name << "'";
     WEFT_CHECK(bo.inputs.shapes.count(spec.name) == 0)
         << "--input " << text << ": '" << spec.name << "' is given twice";
+    if (reduced) bo.inputs.dtypes[spec.name] = precision;
     if (spec.shape) {
       bo.inputs.shapes[spec.name] = *spec.shape;
       continue;
@@ -115,14 +160,16 @@ int run_replay(const ReplayOptions& o) {
   }
 
   // Weights: from --params, else deterministic from the seed.
-  std::map<std::string, NDArray, std::less<>> args, aux;
+  std::map<std::string, NDArray, std::less<>> args, aux, loaded_f32;
   std::set<std::string> from_file;
   if (!o.params.empty()) {
     LoadedArrays loaded = load_arrays(o.params);
     for (size_t i = 0; i < loaded.names.size(); ++i) {
       auto [kind, name] = split_param_name(loaded.names[i]);
       if (g->find_variable(name) < 0) continue;
-      (kind == "aux" ? aux : args)[name] = loaded.arrays[i];
+      // In reduced precision the bound arrays have the types inference gives; the file's
+      // float32 values are cast into them after binding.
+      (reduced ? loaded_f32 : kind == "aux" ? aux : args)[name] = loaded.arrays[i];
       from_file.insert(name);
     }
     std::printf("params %s: %zu arrays used\n", o.params.c_str(), from_file.size());
@@ -144,7 +191,14 @@ int run_replay(const ReplayOptions& o) {
     // Values given with --input FILE.npy first, always: labels included (a CTC loss or a
     // training step needs them), and before --params (the more specific flag wins).
     if (auto it = given.find(name); it != given.end()) {
-      it->second.copy_to(dst);
+      cast_on(it->second, dst.dtype(), dst.device()).copy_to(dst);
+      continue;
+    }
+    if (auto it = loaded_f32.find(name); it != loaded_f32.end()) {
+      WEFT_CHECK_AS(ShapeError, it->second.shape() == dst.shape())
+          << "--params " << o.params << ": '" << name << "' has shape " << it->second.shape()
+          << ", the graph needs " << dst.shape();
+      cast_on(it->second, dst.dtype(), dst.device()).copy_to(dst);
       continue;
     }
     if (from_file.count(name)) continue;
@@ -157,8 +211,29 @@ int run_replay(const ReplayOptions& o) {
         << " or aux:" << name << ")";
     // Each variable's values depend only on the seed and its name, so a run with --params (and
     // the same seed) sees the same inputs as the run that saved them.
+    if (dst.dtype() == DType::kFloat16 || dst.dtype() == DType::kBFloat16) {
+      // The float32 values a float32 replay draws, cast once (Note [Reduced-precision replay]).
+      NDArray f32 = NDArray::empty(dst.shape(), DType::kFloat32, Device::cpu());
+      graph::init_variable_seeded(o.seed, name, is_input, f32);
+      cast_on(f32, dst.dtype(), dst.device()).copy_to(dst);
+      continue;
+    }
     graph::init_variable_seeded(o.seed, name, is_input, dst);
   }
+  if (reduced) {
+    std::printf("precision: %s (BatchNorm parameters float32; conv+BN fusion off)\n",
+                dtype_name(precision));
+  }
+  // The outputs as float32 (the graph's own in float32 replays).
+  auto outputs_f32 = [&] {
+    std::vector<NDArray> out;
+    for (const NDArray& h : exec->outputs()) {
+      out.push_back(reduced && (h.dtype() == DType::kFloat16 || h.dtype() == DType::kBFloat16)
+                        ? cast_on(h, DType::kFloat32, h.device())
+                        : h);
+    }
+    return out;
+  };
 
   if (o.dump) {
     std::printf("%s",
@@ -297,15 +372,19 @@ int run_replay(const ReplayOptions& o) {
   }
   if (!o.save_outputs.empty()) {
     std::filesystem::create_directories(o.save_outputs);
-    for (size_t h = 0; h < exec->outputs().size(); ++h) {
+    const std::vector<NDArray> outs = outputs_f32();
+    for (size_t h = 0; h < outs.size(); ++h) {
       save_npy_array(
-          (std::filesystem::path(o.save_outputs) / (std::to_string(h) + ".npy")).string(),
-          exec->outputs()[h]);
+          (std::filesystem::path(o.save_outputs) / (std::to_string(h) + ".npy")).string(), outs[h]);
     }
     std::printf("saved %zu outputs to %s\n", exec->outputs().size(), o.save_outputs.c_str());
   }
   if (!o.compare.empty()) {
-    const CompareResult c = compare_outputs(exec->outputs(), o.compare, o.rtol, o.atol);
+    const bool rtol_given = o.rtol_option != nullptr && o.rtol_option->count() > 0;
+    const bool atol_given = o.atol_option != nullptr && o.atol_option->count() > 0;
+    const double rtol = rtol_given ? o.rtol : default_tolerance(precision, o.rtol);
+    const double atol = atol_given ? o.atol : default_tolerance(precision, o.atol);
+    const CompareResult c = compare_outputs(outputs_f32(), o.compare, rtol, atol);
     std::printf("%s\n", c.message.c_str());
     if (!c.ok) return 3;
   }
@@ -342,8 +421,17 @@ Command add_replay_command(CLI::App& app) {
                 "(MXNet .params format)");
   a->add_option("--compare", o->compare,
                 "Compare the heads with DIR/k.npy; exit 3 when they differ");
-  a->add_option("--rtol", o->rtol, "Relative tolerance of --compare")->check(non_negative_finite());
-  a->add_option("--atol", o->atol, "Absolute tolerance of --compare")->check(non_negative_finite());
+  o->rtol_option = a->add_option("--rtol", o->rtol,
+                                 "Relative tolerance of --compare (default 1e-4; "
+                                 "bf16 5e-2, fp16 1e-2)")
+                       ->check(non_negative_finite());
+  o->atol_option = a->add_option("--atol", o->atol,
+                                 "Absolute tolerance of --compare (default 1e-5; "
+                                 "bf16 5e-2, fp16 1e-2)")
+                       ->check(non_negative_finite());
+  a->add_option("--dtype", o->dtype,
+                "float32, bf16 or fp16: run the graph in that type on a GPU (weights cast once; "
+                "BatchNorm parameters stay float32; outputs compared as float32)");
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
       ->transform(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");

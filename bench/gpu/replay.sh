@@ -4,8 +4,8 @@
 # replay benchmark, in its eager, channels_last and CUDA-graph forms; torch.compile with
 # WEFT_GPU_REPLAY_FORMS=...,compile). Per model and batch, one line
 #   compare gpu_replay_<model>_b<N>_<dtype> weft=<ms|n/a> torch_<form>=<ms>... ratio=<weft/best form>
-# and a "#" line with weft's arena against torch.cuda.max_memory_allocated. bfloat16 rows have
-# weft=n/a until `weft replay --dtype` exists.
+# and a "#" line with weft's arena against torch.cuda.max_memory_allocated. bfloat16 rows run
+# `weft replay --dtype bf16` with the same float32 weights, cast once.
 # Env: WEFT_BIN (the weft program), WEFT_TORCH_PYTHON (python3 with torch), WEFT_MODELS_DIR,
 # WEFT_GPU_REPLAY_MODELS (resnet50,mobilenetv2,inceptionv3), WEFT_GPU_REPLAY_BATCHES (1,32,256;
 # --quick: 1,32), WEFT_GPU_REPLAY_DTYPES (float32,bfloat16).
@@ -61,7 +61,17 @@ for model in ${models//,/ }; do
       torch_fields="$(grep -E '^torch_[a-z_]+=' "${tlog}" | grep -v max_memory | tr '\n' ' ')"
       best="$(grep -E '^torch_[a-z_]+=[0-9]' "${tlog}" | grep -v max_memory | cut -d= -f2 | sort -g | head -n 1)"
       w="${weft_ms}"
-      [[ "${dtype}" == float32 ]] || w="n/a"
+      if [[ "${dtype}" != float32 ]]; then
+        w="n/a"
+        dlog="${case_dir}/weft_${dtype}.log"
+        if "${weft}" replay "${graph}" "${weft_inputs[@]}" --batch "${n}" --device cuda:0 \
+             --params "${params}" --dtype "${dtype}" --warmup "${warmup}" --iters "${iters}" \
+             --quiet >"${dlog}" 2>&1; then
+          w="$(value_of 'replay median_ms' "${dlog}")"
+        else
+          echo "# weft replay ${model} b${n} ${dtype} failed: $(tail -n 2 "${dlog}" | tr '\n' ' ')"
+        fi
+      fi
       ratio="$(awk -v a="${w}" -v b="${best}" 'BEGIN { if (a == "n/a" || b == "" || b + 0 <= 0) print "n/a"; else printf "%.3f", a / b }')"
       echo "compare gpu_replay_${model}_b${n}_${dtype} weft=${w} ${torch_fields}ratio=${ratio}"
       echo "# memory ${model} b${n} ${dtype}: weft arena ${arena} MiB, torch max allocated $(value_of torch_max_memory_mb "${tlog}") MiB"
