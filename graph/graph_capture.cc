@@ -2,6 +2,8 @@
 #include "graph/graph_capture.h"
 
 #include <algorithm>
+#include <mutex>
+#include <string>
 
 #include "base/error.h"
 #include "memory/allocator.h"
@@ -14,7 +16,8 @@ namespace weft::graph::executor_detail {
 // itself over the stream plan's streams: plan stream 0 is the engine worker's stream, the others
 // are streams the capture owns. A fork event puts them behind the worker's stream (which the
 // engine already made wait for the inputs), each node waits for its plan's event edges, and join
-// events bring every stream back to the worker's stream, where the engine records its marks.
+// events bring every stream back; the worker's stream, where the engine records its marks, waits
+// for the whole pass (the streams are the capture's own: Note [Capture streams]).
 //
 // - First run (warm-up): eager, so that every lazy setup happens outside capture: cuDNN/cuBLAS
 //   handles of each stream, algorithm choice, pool growth. The scratch memory each node asks of
@@ -101,20 +104,27 @@ GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamP
       is_train_(is_train) {
   WEFT_CHECK(api_->can_capture()) << "CUDA graph capture: " << to_string(device)
                                   << " cannot capture streams";
-  for (int s = 1; s < num_streams_; ++s) side_.push_back(api_->create_stream(device));
+  // Every stream the runs use is the capture's own (Note [Capture streams]).
+  for (int s = 0; s < num_streams_; ++s) streams_.push_back(api_->create_stream(device));
   if (plan_) {
+    // Events after the producers other streams wait for, within these runs only: a producer
+    // outside them (a forward node, for the backward's capture) is done before the pass starts.
+    std::vector<bool> inside(plan_->node_stream.size(), false);
+    for (const NodeRun& r : runs_) inside[r.nid] = true;
     event_index_.assign(plan_->node_stream.size(), -1);
     for (const NodeRun& r : runs_) {
       for (uint32_t u : plan_->waits[r.nid]) {
-        if (event_index_[u] < 0) {
+        if (inside[u] && event_index_[u] < 0) {
           event_index_[u] = static_cast<int32_t>(after_.size());
           after_.push_back(api_->create_event(device));
         }
       }
     }
-    fork_.push_back(api_->create_event(device));
+    fork_ = api_->create_event(device);
     for (int s = 1; s < num_streams_; ++s) join_.push_back(api_->create_event(device));
   }
+  entry_ = api_->create_event(device);
+  exit_ = api_->create_event(device);
   done_ = api_->create_event(device);
   scratch_ = std::make_unique<CaptureScratch>(pool_.get(), device, num_streams_);
   need_.assign(static_cast<size_t>(num_streams_), 0);
@@ -124,31 +134,45 @@ GraphCapture::~GraphCapture() {
   // The last run's work may still be on the device: wait for it before freeing what it uses.
   try {
     done_.synchronize();
-    for (const Stream& s : side_) api_->synchronize(s);
+    for (const Stream& s : streams_) api_->synchronize(s);
   } catch (...) {
     // A device error belongs to the run that caused it; the capture is going away.
   }
   if (graph_ != nullptr) api_->destroy_graph(device_, graph_);
-  scratch_.reset();
-  for (const Stream& s : side_) api_->destroy_stream(s);
+  scratch_.reset();  // the pool records these frees on stream 0, still alive here
+  for (const Stream& s : streams_) api_->destroy_stream(s);
 }
 
-const Stream& GraphCapture::stream_of(int s, const RunContext& rc) const {
-  return s == 0 ? rc.stream : side_[static_cast<size_t>(s - 1)];
+std::string GraphCapture::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return failure_;
 }
 
+// Note [Capture streams]
+// The nodes never run on the engine worker's stream itself: other threads record events on an
+// engine stream at any time (the engine's lazy marks for a waiter, the pool's free events), and
+// during a capture such an event would become part of the graph, or make its waiter join the
+// capture. So the capture owns its streams, stream 0 included, and meets the worker's stream
+// only outside any capture: an eager run waits for it at the start (entry) and is waited for at
+// the end (exit); a captured graph is launched on it. Stream 0 also runs the warm-up, which
+// creates the library handles the capture then finds.
 void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
-  const Stream& main = rc.stream;
-  if (!side_.empty()) {
-    fork_[0].record(main);
-    for (const Stream& s : side_) fork_[0].block(s);
+  const Stream& main = streams_[0];
+  if (mode != Mode::kCapture) {
+    entry_.record(rc.stream);
+    entry_.block(main);
+  }
+  if (num_streams_ > 1) {
+    fork_.record(main);
+    for (int s = 1; s < num_streams_; ++s) fork_.block(streams_[static_cast<size_t>(s)]);
   }
   for (NodeRun& r : runs_) {
     const int s = plan_ ? plan_->node_stream[r.nid] : 0;
-    const Stream& stream = stream_of(s, rc);
+    const Stream& stream = streams_[static_cast<size_t>(s)];
     if (plan_) {
-      for (uint32_t u : plan_->waits[r.nid])
-        after_[static_cast<size_t>(event_index_[u])].block(stream);
+      for (uint32_t u : plan_->waits[r.nid]) {
+        if (event_index_[u] >= 0) after_[static_cast<size_t>(event_index_[u])].block(stream);
+      }
     }
     const RunContext node_rc{rc.device, stream, rc.worker};
     CurrentStreamScope current(stream);
@@ -168,42 +192,50 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
     if (plan_ && event_index_[r.nid] >= 0)
       after_[static_cast<size_t>(event_index_[r.nid])].record(stream);
   }
-  for (size_t i = 0; i < side_.size(); ++i) {
-    join_[i].record(side_[i]);
-    join_[i].block(main);
+  for (int s = 1; s < num_streams_; ++s) {
+    join_[static_cast<size_t>(s - 1)].record(streams_[static_cast<size_t>(s)]);
+    join_[static_cast<size_t>(s - 1)].block(main);
+  }
+  if (mode != Mode::kCapture) {
+    exit_.record(main);
+    exit_.block(rc.stream);
   }
 }
 
 void GraphCapture::run(Engine& engine, const RunContext& rc) {
-  switch (state_) {
+  switch (state_.load(std::memory_order_relaxed)) {
     case State::kWarmUp:
       run_nodes(engine, rc, Mode::kMeasure);
-      state_ = State::kCapture;
+      state_.store(State::kCapture, std::memory_order_relaxed);
       break;
     case State::kEager:
       run_nodes(engine, rc, Mode::kEager);
       break;
     case State::kCapture: {
-      for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, need_[s], rc.stream);
+      const Stream& main = streams_[0];
+      for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, need_[s], main);
       try {
-        api_->begin_capture(rc.stream);
+        api_->begin_capture(main);
         try {
           run_nodes(engine, rc, Mode::kCapture);
         } catch (...) {
           try {
-            void* broken = api_->end_capture(rc.stream);
+            void* broken = api_->end_capture(main);
             api_->destroy_graph(device_, broken);
           } catch (...) {
             // Expected: the capture is invalid. The kernel's error is the one to report.
           }
           throw;
         }
-        graph_ = api_->end_capture(rc.stream);
-        state_ = State::kCaptured;
+        graph_ = api_->end_capture(main);
+        state_.store(State::kCaptured, std::memory_order_relaxed);
       } catch (const std::exception& e) {
-        failure_ = e.what();
-        state_ = State::kEager;
-        for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, 0, rc.stream);
+        {
+          std::lock_guard<std::mutex> lock(failure_mutex_);
+          failure_ = e.what();
+        }
+        state_.store(State::kEager, std::memory_order_relaxed);
+        for (int s = 0; s < num_streams_; ++s) scratch_->reserve(s, 0, main);
         run_nodes(engine, rc, Mode::kEager);  // this run still has to happen
         break;
       }
@@ -211,7 +243,7 @@ void GraphCapture::run(Engine& engine, const RunContext& rc) {
     }
     case State::kCaptured:
       api_->launch_graph(graph_, rc.stream);
-      ++launches_;
+      launches_.fetch_add(1, std::memory_order_relaxed);
       break;
   }
   done_.record(rc.stream);

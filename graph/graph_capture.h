@@ -3,7 +3,9 @@
 // launch after that (Note [CUDA graph capture] in graph_capture.cc). Private to the executor.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,17 +42,16 @@ class GraphCapture {
   /// the runs (in training mode when is_train()). Throws what a kernel throws in an eager run.
   void run(Engine& engine, const RunContext& rc);
 
-  State state() const { return state_; }
+  State state() const { return state_.load(std::memory_order_relaxed); }
   bool is_train() const { return is_train_; }
   /// Why capture failed (empty unless state() is kEager).
-  const std::string& failure() const { return failure_; }
+  std::string failure() const;
   /// Launches of the captured graph so far.
-  int64_t launches() const { return launches_; }
+  int64_t launches() const { return launches_.load(std::memory_order_relaxed); }
 
  private:
   enum class Mode { kEager, kMeasure, kCapture };
   void run_nodes(Engine& engine, const RunContext& rc, Mode mode);
-  const Stream& stream_of(int s, const RunContext& rc) const;
 
   Device device_;
   DeviceAPI* api_ = nullptr;
@@ -59,17 +60,21 @@ class GraphCapture {
   std::shared_ptr<Allocator> pool_;  // kept alive: the executor may outlive its runtime
   int num_streams_ = 1;
   bool is_train_ = false;
-  std::vector<Stream> side_;          // plan streams 1..k-1
+  std::vector<Stream> streams_;       // plan streams 0..k-1, the capture's own
   std::vector<Event> after_;          // per run: recorded after it when another stream waits
   std::vector<int32_t> event_index_;  // per node id: index into after_, -1 when not needed
-  std::vector<Event> fork_, join_;
-  Event done_;  // recorded on the worker's stream after every run
+  Event fork_;                        // stream 0 to the others
+  std::vector<Event> join_;           // the others back to stream 0
+  Event entry_, exit_;                // the worker's stream to stream 0 and back, in eager runs
+  Event done_;                        // recorded on the worker's stream after every run
   std::unique_ptr<CaptureScratch> scratch_;
   std::vector<size_t> need_;  // per plan stream: the most scratch one node there used
   void* graph_ = nullptr;
-  State state_ = State::kWarmUp;
-  std::string failure_;
-  int64_t launches_ = 0;
+  // Written by the worker running the pass, read by the executor's accessors.
+  std::atomic<State> state_{State::kWarmUp};
+  mutable std::mutex failure_mutex_;
+  std::string failure_;  // guarded by failure_mutex_
+  std::atomic<int64_t> launches_{0};
 };
 
 }  // namespace weft::graph::executor_detail
