@@ -16,6 +16,7 @@
 #include "graph/executor.h"
 #include "graph/init_values.h"
 #include "graph/json.h"
+#include "graph/precision.h"
 #include "ndarray/io.h"
 #include "ndarray/runtime.h"
 #include "ndarray/serialize.h"
@@ -59,49 +60,34 @@ struct ReplayOptions {
 };
 
 // Note [Reduced-precision replay]
-// `--dtype bf16|fp16` runs the graph in a 16-bit float type on a GPU: the data inputs get the
-// type and type inference carries it to every weight, while BatchNorm keeps float32 gamma, beta
-// and moving statistics (its rule, as in MXNet and cuDNN). The weights are drawn (or loaded) in
-// float32 exactly as for a float32 replay, then cast once, on the device, into the bound arrays;
-// outputs are cast back to float32 for printing, saving and --compare. The conv+BN+activation
-// fusion is float32-only, so the graph runs unfused (cuDNN convolutions in the 16-bit type use
-// the tensor cores). The CPU's kernels are float32/float64, so the CPU refuses the flag.
+// `--dtype bf16|fp16` runs the graph in a 16-bit float type: graph::plan_precision types the
+// data inputs and lets inference carry the type to the weights, while BatchNorm's gamma, beta
+// and moving statistics and every index or label input stay float32 (Note [Reduced-precision
+// binds] in graph/precision.cc). The weights are drawn (or loaded) in float32 exactly as for a
+// float32 replay, then cast once into the bound arrays (graph::cast_array, on the host); outputs
+// are cast back to float32 for printing, saving and --compare, whose default tolerances are
+// graph::precision_tolerance's. The conv+BN+activation fusion is float32-only, so the graph runs
+// unfused (cuDNN convolutions in the 16-bit type use the tensor cores). On the CPU the first
+// kernel without the type refuses it, naming op, node and type.
 
-// The precision a --dtype names (float32 for the default).
-DType replay_dtype(const std::string& text) {
-  if (text == "bf16" || text == "bfloat16") return DType::kBFloat16;
-  if (text == "fp16" || text == "float16" || text == "half") return DType::kFloat16;
-  WEFT_CHECK(text == "fp32" || text == "float32")
-      << "--dtype " << text << ": expected float32, bf16 (bfloat16) or fp16 (float16)";
-  return DType::kFloat32;
-}
-
-// `src` as `dtype` on `device`: copied there, then converted by the device's Cast kernel (the
-// CPU has none for 16-bit types).
+// `src` as `dtype` on `device` (graph::cast_array).
 NDArray cast_on(const NDArray& src, DType dtype, Device device) {
-  NDArray on = src.device() == device ? src : src.copy_to(device);
-  if (on.dtype() == dtype) return on;
-  return invoke1("Cast", {on}, {{"dtype", dtype_name(dtype)}});
+  return graph::cast_array(src, dtype, device);
 }
 
-// Default --compare tolerances against float32 outputs (Note [Reduced-precision replay]):
-// bfloat16 keeps 8 significant bits (relative step 2^-8), float16 11 (2^-11), and a deep
-// network's rounding grows with its depth; these allow about 12 and 20 steps per element.
-double default_tolerance(DType dtype, double f32) {
-  if (dtype == DType::kBFloat16) return 5e-2;
-  if (dtype == DType::kFloat16) return 1e-2;
-  return f32;
-}
+bool is_16bit(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 int run_replay(const ReplayOptions& o) {
   std::printf("kernels: %s\n", describe_kernel_libraries().c_str());
   std::fflush(stdout);
   const Device device = runnable_device("--device", o.device);
-  const DType precision = replay_dtype(o.dtype);
+  DType precision = DType::kFloat32;
+  try {
+    precision = graph::parse_precision(o.dtype);
+  } catch (const ValueError& e) {
+    WEFT_THROW(ValueError) << "--dtype " << o.dtype << ": " << e.what();
+  }
   const bool reduced = precision != DType::kFloat32;
-  WEFT_CHECK_AS(NotImplemented, !reduced || device.type == DeviceType::kCUDA)
-      << "--dtype " << o.dtype << ": 16-bit replay runs on a GPU (--device cuda:N); the CPU's "
-      << "kernels are float32/float64";
   WEFT_CHECK(o.save_grads.empty() || o.train)
       << "--save-grads " << o.save_grads << ": gradients exist only with --train";
   load_plugins(o.plugins);  // before the graph: it may use the plugins' operators
@@ -133,7 +119,7 @@ int run_replay(const ReplayOptions& o) {
   bo.streams = o.streams;
   // A captured forward is one launch: its nodes cannot be timed one by one.
   bo.time_ops = !(device.type == DeviceType::kCUDA && bo.cuda_graph);
-  bo.layouts = !o.no_layout;
+  bo.layouts = !o.no_layout && !reduced;              // (oneDNN formats: float32 CPU binds)
   std::map<std::string, NDArray, std::less<>> given;  // input arrays from .npy
   for (const std::string& text : o.inputs) {
     const InputSpec spec = parse_input_spec(text);
@@ -141,7 +127,6 @@ int run_replay(const ReplayOptions& o) {
         << "--input " << text << ": the graph has no variable '" << spec.name << "'";
     WEFT_CHECK(bo.inputs.shapes.count(spec.name) == 0)
         << "--input " << text << ": '" << spec.name << "' is given twice";
-    if (reduced) bo.inputs.dtypes[spec.name] = precision;
     if (spec.shape) {
       bo.inputs.shapes[spec.name] = *spec.shape;
       continue;
@@ -179,6 +164,11 @@ int run_replay(const ReplayOptions& o) {
   for (uint32_t nid : labels) bo.grad_req[g->nodes[nid].name] = GradReq::kNull;
   for (const auto& [name, s] : bo.inputs.shapes) bo.grad_req[name] = GradReq::kNull;
 
+  graph::PrecisionPlan precision_plan;
+  if (reduced) {
+    precision_plan = graph::plan_precision(*g, bo.inputs, precision);
+    bo.inputs.dtypes = precision_plan.dtypes;
+  }
   auto exec = graph::Executor::bind(g, bo, args, aux);
 
   // Fill what the file did not give: inputs (uniform in [-1, 1)), weights and statistics.
@@ -211,7 +201,7 @@ int run_replay(const ReplayOptions& o) {
         << " or aux:" << name << ")";
     // Each variable's values depend only on the seed and its name, so a run with --params (and
     // the same seed) sees the same inputs as the run that saved them.
-    if (dst.dtype() == DType::kFloat16 || dst.dtype() == DType::kBFloat16) {
+    if (is_16bit(dst.dtype())) {
       // The float32 values a float32 replay draws, cast once (Note [Reduced-precision replay]).
       NDArray f32 = NDArray::empty(dst.shape(), DType::kFloat32, Device::cpu());
       graph::init_variable_seeded(o.seed, name, is_input, f32);
@@ -221,16 +211,16 @@ int run_replay(const ReplayOptions& o) {
     graph::init_variable_seeded(o.seed, name, is_input, dst);
   }
   if (reduced) {
-    std::printf("precision: %s (BatchNorm parameters float32; conv+BN fusion off)\n",
-                dtype_name(precision));
+    std::printf(
+        "precision: %s: %d variables cast once, %zu kept float32 (BatchNorm parameters, "
+        "labels, indices); conv+BN fusion off\n",
+        dtype_name(precision), precision_plan.cast, precision_plan.kept_float32.size());
   }
   // The outputs as float32 (the graph's own in float32 replays).
   auto outputs_f32 = [&] {
     std::vector<NDArray> out;
     for (const NDArray& h : exec->outputs()) {
-      out.push_back(reduced && (h.dtype() == DType::kFloat16 || h.dtype() == DType::kBFloat16)
-                        ? cast_on(h, DType::kFloat32, h.device())
-                        : h);
+      out.push_back(is_16bit(h.dtype()) ? cast_on(h, DType::kFloat32, Device::cpu()) : h);
     }
     return out;
   };
@@ -265,10 +255,21 @@ int run_replay(const ReplayOptions& o) {
       plan.ratio(), o.train ? ", forward + backward" : "");
 
   auto run_once = [&] {
-    exec->forward(o.train);
-    if (o.train) exec->backward();
-    for (const NDArray& out : exec->outputs()) out.wait_to_read();
-    waitall();
+    try {
+      exec->forward(o.train);
+      if (o.train) exec->backward();
+      for (const NDArray& out : exec->outputs()) out.wait_to_read();
+      waitall();
+    } catch (const Error& e) {
+      if (!reduced || device.type != DeviceType::kCPU) throw;
+      try {
+        waitall();  // the skipped operations' record, so that nothing is reported twice
+      } catch (const Error&) {
+      }
+      // The kernel's message names op, node and type (Note [Reduced-precision replay]).
+      WEFT_THROW(NotImplemented) << "--dtype " << o.dtype << " on the CPU: " << e.what()
+                                 << " (16-bit kernels run on a GPU: --device cuda:N)";
+    }
   };
   for (int i = 0; i < o.warmup; ++i) run_once();
   const auto warm_times = exec->op_times();
@@ -382,8 +383,10 @@ int run_replay(const ReplayOptions& o) {
   if (!o.compare.empty()) {
     const bool rtol_given = o.rtol_option != nullptr && o.rtol_option->count() > 0;
     const bool atol_given = o.atol_option != nullptr && o.atol_option->count() > 0;
-    const double rtol = rtol_given ? o.rtol : default_tolerance(precision, o.rtol);
-    const double atol = atol_given ? o.atol : default_tolerance(precision, o.atol);
+    const graph::Tolerance tol =
+        reduced ? graph::precision_tolerance(precision) : graph::Tolerance{o.rtol, o.atol};
+    const double rtol = rtol_given ? o.rtol : tol.rtol;
+    const double atol = atol_given ? o.atol : tol.atol;
     const CompareResult c = compare_outputs(outputs_f32(), o.compare, rtol, atol);
     std::printf("%s\n", c.message.c_str());
     if (!c.ok) return 3;
@@ -430,8 +433,9 @@ Command add_replay_command(CLI::App& app) {
                                  "bf16 5e-2, fp16 1e-2)")
                        ->check(non_negative_finite());
   a->add_option("--dtype", o->dtype,
-                "float32, bf16 or fp16: run the graph in that type on a GPU (weights cast once; "
-                "BatchNorm parameters stay float32; outputs compared as float32)");
+                "float32, bf16 or fp16: run the graph in that type (weights cast once; BatchNorm "
+                "parameters, labels and indices stay float32; outputs compared as float32; the "
+                "CPU's kernels refuse 16-bit types, naming the op)");
   a->add_option("--seed", o->seed, "Seed of the weight and input initialisation")
       ->transform(unsigned_integer());
   a->add_flag("--no-fuse", o->no_fuse, "Run the graph as written (no conv+BN+ReLU fusion)");

@@ -4,11 +4,13 @@
 # replay benchmark, in its eager, channels_last and CUDA-graph forms; torch.compile with
 # WEFT_GPU_REPLAY_FORMS=...,compile). Per model and batch, one line
 #   compare gpu_replay_<model>_b<N>_<dtype> weft=<ms|n/a> torch_<form>=<ms>... ratio=<weft/best form>
-# and a "#" line with weft's arena against torch.cuda.max_memory_allocated. bfloat16 rows run
-# `weft replay --dtype bf16` with the same float32 weights, cast once.
+# and a "#" line with weft's arena against torch.cuda.max_memory_allocated. 16-bit rows
+# (bfloat16, float16) run `weft replay --dtype <dtype>` with the same float32 weights, cast once
+# (BatchNorm parameters stay float32, docs/GPU.md "Reduced-precision replay"), and torch's
+# module.to(<dtype>) of them.
 # Env: WEFT_BIN (the weft program), WEFT_TORCH_PYTHON (python3 with torch), WEFT_MODELS_DIR,
 # WEFT_GPU_REPLAY_MODELS (resnet50,mobilenetv2,inceptionv3), WEFT_GPU_REPLAY_BATCHES (1,32,256;
-# --quick: 1,32), WEFT_GPU_REPLAY_DTYPES (float32,bfloat16).
+# --quick: 1,32), WEFT_GPU_REPLAY_DTYPES (float32,bfloat16; float16 too).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/../.." && pwd)"

@@ -8,12 +8,15 @@ forms, each timed with CUDA events after warm-up (median of --iters):
   cuda_graph     the eager module captured once with torch.cuda.graph and replayed
   compile        torch.compile(mode="max-autotune") (only when --forms names it: minutes to build)
 
-  torch_gpu_replay.py GRAPH --params P --input NAME=FILE.npy [--input ...] [--dtype float32|bfloat16]
+  torch_gpu_replay.py GRAPH --params P --input NAME=FILE.npy [--input ...]
+                      [--dtype float32|bfloat16|float16]
                       [--forms eager,channels_last,cuda_graph] [--warmup W] [--iters K]
 
 Prints `torch_<form>=<ms>` per form (`n/a` with the reason on a `#` line when a form fails) and
 `torch_max_memory_mb=<MiB>` (torch.cuda.max_memory_allocated over all forms). fp32 runs without
-TF32, as weft's kernels do; cudnn.benchmark is on (PyTorch's best eager setting).
+TF32, as weft's kernels do; cudnn.benchmark is on (PyTorch's best eager setting). A 16-bit
+--dtype is `module.to(dtype)` of the float32 weights (BatchNorm's statistics included, PyTorch's
+plain form; weft keeps them float32) with the float32 inputs cast the same way.
 """
 
 import argparse
@@ -91,7 +94,7 @@ def main(argv=None):
     p.add_argument("graph")
     p.add_argument("--params", required=True)
     p.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeatable)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     p.add_argument("--forms", default="eager,channels_last,cuda_graph")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=20)
@@ -100,7 +103,7 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
     try:

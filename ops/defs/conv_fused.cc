@@ -126,6 +126,27 @@ bool fused_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector
   return all_known(in) && all_known(out);
 }
 
+// One type for every input and the output, as unfused convolutions have. A 16-bit type is
+// refused here, at inference, rather than when the kernel's state is made: the kernels fold
+// BatchNorm and convolve in float32 only, and the rewrite runs before types are known, so a
+// 16-bit graph binds unfused (Note [Reduced-precision binds] in graph/precision.cc).
+bool fused_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+  DType t = DType::kUnknown;
+  for (const auto* types : {&in, &out}) {
+    for (DType d : *types) {
+      WEFT_CHECK_AS(NotImplemented, d != DType::kFloat16 && d != DType::kBFloat16)
+          << attrs.where() << ": the fused convolution runs in float32 (BatchNorm folded in "
+          << "float32), got " << dtype_name(d)
+          << "; bind 16-bit graphs unfused (BindOptions::fuse = false, graph/precision.h)";
+      if (t == DType::kUnknown) t = d;
+    }
+  }
+  if (t == DType::kUnknown) return false;
+  for (size_t i = 0; i < in.size(); ++i) assign_input_type(attrs, in, static_cast<int>(i), t);
+  for (size_t o = 0; o < out.size(); ++o) assign_output_type(attrs, out, static_cast<int>(o), t);
+  return true;
+}
+
 std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device,
                                             const std::vector<Shape>& in,
                                             const std::vector<DType>& types) {
@@ -163,6 +184,7 @@ void register_fused_conv_ops(OpRegistry& r) {
       .set_attr<FNumInputs>(fused_num_inputs)
       .set_attr<FListInputNames>(fused_input_names)
       .set_attr<FInferShape>(fused_infer_shape)
+      .set_attr<FInferType>(fused_infer_type)
       .set_attr<FInplaceOption>([](const OpAttrs& a) {
         // The output may take the addend's memory: the sum post-op then reads it in place.
         const FusedInputs f = fused_inputs(a);

@@ -101,11 +101,13 @@ TEST_F(ReplayCli, ErrorsAreClearAndExitNonZero) {
   CliRun nofile = run("replay " + path("absent.json"));
   EXPECT_NE(nofile.code, 0);
   EXPECT_NE(nofile.output.find("absent.json"), std::string::npos) << nofile.output;
-  // Reduced precision runs on a GPU only (Note [Reduced-precision replay]); unknown types are
-  // named.
+  // The CPU's kernels refuse 16-bit types, naming op, node and type, and point at a GPU (Note
+  // [Reduced-precision replay]); unknown types are named.
   CliRun half = run("replay " + path("mlp-symbol.json") + " --input data=3x784 --dtype bf16");
   EXPECT_NE(half.code, 0);
   EXPECT_NE(half.output.find("--device cuda:N"), std::string::npos) << half.output;
+  EXPECT_NE(half.output.find("op 'FullyConnected'"), std::string::npos) << half.output;
+  EXPECT_NE(half.output.find("bfloat16"), std::string::npos) << half.output;
   CliRun int8 = run("replay " + path("mlp-symbol.json") + " --input data=3x784 --dtype int8");
   EXPECT_NE(int8.code, 0);
   EXPECT_NE(int8.output.find("--dtype int8"), std::string::npos) << int8.output;
