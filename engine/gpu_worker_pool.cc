@@ -123,6 +123,17 @@ void GpuWorkerPool::shutdown() {
 
 bool GpuWorkerPool::is_current_thread_worker() const { return t_gpu_pool == this; }
 
+// A successor pinned to a stream (Note [Stream plans]) runs inline only on that stream's worker,
+// so that a stream plan is a guarantee, not a preference; unpinned ones keep the engine's rule.
+bool GpuWorkerPool::may_run_inline(const OprBlock& op) const {
+  if (t_gpu_pool != this) return false;
+  if (op.stream_hint < 0 || op.property == FnProperty::kCopyToDevice ||
+      op.property == FnProperty::kCopyFromDevice) {
+    return true;
+  }
+  return workers_[static_cast<size_t>(op.stream_hint % compute_)]->clock.get() == t_gpu_clock;
+}
+
 void GpuWorkerPool::synchronize() {
   for (auto& w : workers_) api_->synchronize(w->stream);
 }
@@ -137,7 +148,8 @@ void GpuWorkerPool::submit(OprBlock* op) { choose(op).queue->push(op); }
 // writes a new array (`a = a + 1`). Otherwise the compute streams take turns, so independent
 // work (readers of an array computed long ago, say) can overlap on the device. A successor made
 // ready by a completing operation runs inline on the same worker (the engine's rule for every
-// pool), so dependent chains keep their stream without this lookup.
+// pool), so dependent chains keep their stream without this lookup; one pinned to another stream
+// is submitted to that stream's worker instead (may_run_inline).
 GpuWorkerPool::Worker& GpuWorkerPool::choose(OprBlock* op) {
   if (op->property == FnProperty::kCopyToDevice) return *workers_[static_cast<size_t>(compute_)];
   if (op->property == FnProperty::kCopyFromDevice) {

@@ -80,6 +80,7 @@ class GpuWorkerPool final : public WorkerPool {
   int num_workers() const override { return static_cast<int>(workers_.size()); }
   void shutdown() override;
   bool is_current_thread_worker() const override;
+  bool may_run_inline(const OprBlock& op) const override;
   /// Blocks until all work queued on the pool's streams has completed; throws Error when the
   /// device reports a fault.
   void synchronize();

@@ -557,7 +557,7 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
     // whose remaining work (other successors, the caller) must not wait for a whole kernel.
     if (may_run_inline && next == nullptr && op->property != FnProperty::kAsync &&
         successor->property != FnProperty::kAsync &&
-        pool_for(successor)->is_current_thread_worker()) {
+        pool_for(successor)->may_run_inline(*successor)) {
       next = successor;
     } else {
       dispatch(successor, on_worker);

@@ -40,6 +40,13 @@ class WorkerPool {
   virtual void shutdown() = 0;
   /// Whether the calling thread is one of this pool's workers (so it may run a successor inline).
   virtual bool is_current_thread_worker() const = 0;
+  /// Whether the calling thread may run `op`, made ready by an operation it just completed,
+  /// inline: it is one of this pool's workers, and one that `op` may run on (a GPU operation
+  /// pinned to a stream runs on that stream's worker only).
+  virtual bool may_run_inline(const OprBlock& op) const {
+    (void)op;
+    return is_current_thread_worker();
+  }
 };
 
 /// Ready operations of one pool: FIFO for priority 0, ordered by priority (highest first, FIFO

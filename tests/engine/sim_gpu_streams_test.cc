@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "devices/device_api.h"
@@ -50,6 +52,40 @@ TEST_F(SimGpuStreams, ScopePinsTheComputeStream) {
     }
   }
   for (VarHandle v : vars) engine->delete_var(v);
+}
+
+// A chain whose links alternate between two pinned streams: every successor is made ready by its
+// predecessor's completion on the other stream's worker, which must hand it over rather than run
+// it inline (may_run_inline), so each link still runs on the stream it was pinned to.
+TEST_F(SimGpuStreams, SuccessorsMadeReadyOnAnotherStreamKeepTheirPin) {
+  EngineConfig config;
+  config.cpu_workers = 2;
+  config.gpu_compute_streams = 2;
+  auto engine = Engine::create(config);
+  VarHandle v = engine->new_var();
+  constexpr int kOps = 16;
+  std::mutex mutex;
+  std::vector<void*> stream_of(kOps, nullptr);
+  VarHandle gate = engine->new_var();
+  // The first link waits for a CPU operation, so the whole chain is queued before any runs.
+  engine->push_sync(
+      [](const RunContext&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
+      Device::cpu(), {}, {gate});
+  for (int i = 0; i < kOps; ++i) {
+    ComputeStreamScope pin(i % 2);
+    engine->push_sync(
+        [&, i](const RunContext& rc) {
+          std::lock_guard<std::mutex> lock(mutex);
+          stream_of[i] = rc.stream.handle;
+        },
+        Device::cuda(0), i == 0 ? std::vector<VarHandle>{gate} : std::vector<VarHandle>{},
+        {v});
+  }
+  engine->wait_for_all();
+  ASSERT_NE(stream_of[0], stream_of[1]);
+  for (int i = 2; i < kOps; ++i) EXPECT_EQ(stream_of[i], stream_of[i % 2]) << "link " << i;
+  engine->delete_var(v);
+  engine->delete_var(gate);
 }
 
 TEST_F(SimGpuStreams, ScopesNestAndNegativeMeansTheEnginesChoice) {
