@@ -3,8 +3,8 @@
 // (modulo the device's streams), scopes nest, and without one the engine chooses.
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -78,8 +78,7 @@ TEST_F(SimGpuStreams, SuccessorsMadeReadyOnAnotherStreamKeepTheirPin) {
           std::lock_guard<std::mutex> lock(mutex);
           stream_of[i] = rc.stream.handle;
         },
-        Device::cuda(0), i == 0 ? std::vector<VarHandle>{gate} : std::vector<VarHandle>{},
-        {v});
+        Device::cuda(0), i == 0 ? std::vector<VarHandle>{gate} : std::vector<VarHandle>{}, {v});
   }
   engine->wait_for_all();
   ASSERT_NE(stream_of[0], stream_of[1]);
