@@ -2,8 +2,10 @@
 #include "graph/streams.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "base/error.h"
+#include "ops/op.h"
 
 namespace weft::graph {
 
@@ -25,6 +27,30 @@ StreamPlan plan_streams(const Graph& g, int max_streams) {
   std::vector<int32_t> merged(static_cast<size_t>(k));
   std::vector<uint32_t> producers;
   std::vector<bool> used(static_cast<size_t>(k), false);
+  // Note [Mutated inputs across streams]: an op that mutates an input (FMutateInputs: BatchNorm's
+  // moving statistics, an optimizer's state) writes an entry it did not produce. Producer edges
+  // alone would leave it unordered with the entry's other readers, which the engine's variables
+  // order in node-by-node runs but nothing orders inside a captured pass. So such an entry gets
+  // the edges of a write: its mutator follows every earlier reader and mutator of it, and later
+  // readers follow the mutator.
+  struct Access {
+    int32_t writer = -1;            // the last node that mutated the entry
+    std::vector<uint32_t> readers;  // nodes that read it since
+  };
+  std::unordered_map<uint64_t, Access> mutated;
+  const auto key = [](const NodeEntry& e) { return (uint64_t{e.node} << 32) | e.index; };
+  std::vector<std::vector<int>> mutates(n);
+  for (uint32_t v = 0; v < n; ++v) {
+    const Node& node = g.nodes[v];
+    if (node.is_variable()) continue;
+    const auto& fm = node.op->attr<FMutateInputs>();
+    if (!fm) continue;
+    for (int i : fm(*node.op_attrs)) {
+      if (i < 0 || static_cast<size_t>(i) >= node.inputs.size()) continue;
+      mutates[v].push_back(i);
+      mutated.try_emplace(key(node.inputs[static_cast<size_t>(i)]));
+    }
+  }
 
   for (uint32_t v = 0; v < n; ++v) {
     const Node& node = g.nodes[v];
@@ -35,6 +61,24 @@ StreamPlan plan_streams(const Graph& g, int max_streams) {
     }
     for (uint32_t c : node.control_deps) {
       if (!g.nodes[c].is_variable()) producers.push_back(c);
+    }
+    if (!mutated.empty()) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        auto it = mutated.find(key(node.inputs[i]));
+        if (it == mutated.end()) continue;
+        Access& a = it->second;
+        if (a.writer >= 0 && a.writer != static_cast<int32_t>(v)) producers.push_back(a.writer);
+        if (std::find(mutates[v].begin(), mutates[v].end(), static_cast<int>(i)) !=
+            mutates[v].end()) {
+          for (uint32_t r : a.readers) {
+            if (r != v) producers.push_back(r);
+          }
+          a.readers.clear();
+          a.writer = static_cast<int32_t>(v);
+        } else {
+          a.readers.push_back(v);
+        }
+      }
     }
     // What the node needs done, whatever stream it lands on: its producers and their clocks.
     std::fill(merged.begin(), merged.end(), -1);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,44 @@ class Reach {
 
 // Checks `p` against `g`: every op node on a stream, event edges only along graph dependencies
 // and across streams, every dependency carried, and ordered() equal to the reference.
+// Dependencies through mutated inputs (FMutateInputs), pair by pair: for two op nodes a < b that
+// access an entry some node mutates, where at least one of them mutates it, b depends on a.
+std::vector<std::vector<uint32_t>> mutation_deps(const Graph& g) {
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint32_t, bool>>> accesses;
+  for (uint32_t v = 0; v < g.nodes.size(); ++v) {
+    const Node& n = g.nodes[v];
+    if (n.is_variable() || !n.op->attr<FMutateInputs>()) continue;
+    for (int i : n.op->attr<FMutateInputs>()(*n.op_attrs)) {
+      accesses[{n.inputs[i].node, n.inputs[i].index}];
+    }
+  }
+  for (uint32_t v = 0; v < g.nodes.size(); ++v) {
+    const Node& n = g.nodes[v];
+    if (n.is_variable()) continue;
+    std::vector<int> mut;
+    if (n.op->attr<FMutateInputs>()) mut = n.op->attr<FMutateInputs>()(*n.op_attrs);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      auto it = accesses.find({n.inputs[i].node, n.inputs[i].index});
+      if (it == accesses.end()) continue;
+      const bool writes = std::find(mut.begin(), mut.end(), static_cast<int>(i)) != mut.end();
+      it->second.emplace_back(v, writes);
+    }
+  }
+  std::vector<std::vector<uint32_t>> deps(g.nodes.size());
+  for (const auto& [entry, list] : accesses) {
+    for (const auto& [a, wa] : list) {
+      for (const auto& [b, wb] : list) {
+        if (a < b && (wa || wb)) deps[b].push_back(a);
+      }
+    }
+  }
+  return deps;
+}
+
 void check_stream_plan(const Graph& g, const StreamPlan& p) {
   ASSERT_EQ(p.node_stream.size(), g.nodes.size());
   const Reach reach(p);
+  const std::vector<std::vector<uint32_t>> mdeps = mutation_deps(g);
   for (uint32_t v = 0; v < g.nodes.size(); ++v) {
     const Node& n = g.nodes[v];
     if (n.is_variable()) {
@@ -63,6 +99,7 @@ void check_stream_plan(const Graph& g, const StreamPlan& p) {
     ASSERT_LT(p.node_stream[v], p.num_streams);
     std::vector<uint32_t> deps(n.control_deps.begin(), n.control_deps.end());
     for (const NodeEntry& e : n.inputs) deps.push_back(e.node);
+    deps.insert(deps.end(), mdeps[v].begin(), mdeps[v].end());
     for (uint32_t u : p.waits[v]) {
       EXPECT_NE(std::find(deps.begin(), deps.end(), u), deps.end())
           << "node " << v << " waits for node " << u << ", which it does not depend on";
@@ -185,6 +222,31 @@ TEST(StreamPlan, ForkAndJoin) {
   EXPECT_TRUE(p.ordered(a, c));
   EXPECT_TRUE(p.ordered(c, d));
   EXPECT_TRUE(p.ordered(b2, d));
+}
+
+// BatchNorm mutates its moving mean, which two other branches read: one before it in node order
+// (the mutation must wait for that read) and one after it (that read must see the mutation).
+// Neither is a producer or consumer of the BatchNorm, so only the mutation orders them.
+TEST(StreamPlan, MutatedInputsOrderEarlierAndLaterReaders) {
+  Symbol x = Symbol::variable("x");
+  Symbol mm = Symbol::variable("mm");
+  Symbol r1 = Symbol::op("sigmoid", {mm}, {}, "r1");
+  Symbol bn = Symbol::op(
+      "BatchNorm",
+      {x, Symbol::variable("gamma"), Symbol::variable("beta"), mm, Symbol::variable("mv")}, {},
+      "bn");
+  Symbol r2 = Symbol::op("tanh", {mm}, {}, "r2");
+  Symbol z = Symbol::op("broadcast_add", {bn, r2}, {}, "z");
+  const Graph g = Symbol::group({r1, z}).to_graph();
+  const uint32_t n1 = node_named(g, "r1"), nb = node_named(g, "bn"), n2 = node_named(g, "r2");
+  ASSERT_LT(n1, nb);
+  ASSERT_LT(nb, n2);
+  for (int streams : {2, 3}) {
+    const StreamPlan p = plan_streams(g, streams);
+    check_stream_plan(g, p);
+    EXPECT_TRUE(p.ordered(n1, nb)) << streams << " streams";
+    EXPECT_TRUE(p.ordered(nb, n2)) << streams << " streams";
+  }
 }
 
 TEST(StreamPlan, OneStreamIsNodeOrder) {
