@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/dist/timing.h"
 #include "dist/dist.h"
 #include "ndarray/runtime.h"
 
@@ -26,31 +27,8 @@ namespace weft::bench {
 int run_nccl_bench(bool quick);  // nccl_bench.cc
 }
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Microseconds per call over `iters` calls of fn, median of `repeats`; ranks start each repeat
-// together.
-template <typename Fn>
-double time_us(int iters, int repeats, Fn&& fn) {
-  std::vector<double> samples;
-  for (int r = 0; r < repeats; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-    // The slowest rank's time is the collective's.
-    MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(us);
-  }
-  return median(samples);
-}
-
-}  // namespace
+using bench::median;
+using bench::time_us;
 
 int main(int argc, char** argv) {
   bool quick = false, nccl = false;

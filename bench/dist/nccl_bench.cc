@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/dist/timing.h"
 #include "dist/dist.h"
 #include "dist/gpu_collectives.h"
 #include "ndarray/runtime.h"
@@ -73,22 +74,6 @@ int run_nccl_bench(bool quick) {
   }
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  auto time_us = [&](int iters, int repeats, auto&& fn) {
-    std::vector<double> samples;
-    for (int r = 0; r < repeats; ++r) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      auto start = Clock::now();
-      for (int i = 0; i < iters; ++i) fn();
-      double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
-      MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      samples.push_back(us);
-    }
-    return median(samples);
-  };
   if (rank == 0) {
     std::printf(
         "# dist allreduce on %s, %d processes, float32 sum: weft (engine + NCCL) vs "
