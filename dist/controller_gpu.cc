@@ -15,7 +15,9 @@ void Controller::run_gpu(std::vector<Request>& group) {
   try {
     if (!gpu_) {
       // Every rank reaches its first GPU collective at the same point of the schedule, so the
-      // bootstrap (a broadcast over the transport, then ncclCommInitRank) is collective.
+      // bootstrap (a broadcast over the transport, then the communicator's creation) is
+      // collective. It gives up after the timeout when a rank never joins (Note [Abortable
+      // bootstrap] in nccl_transport.cc); the catch below then fails the group.
       gpu_ = make_nccl_collectives(*transport_, group.front().stream.device, options_.timeout_s);
       // The ranks were together inside the bootstrap, which may outlast a heartbeat period.
       const auto now = Clock::now();

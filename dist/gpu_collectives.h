@@ -30,7 +30,9 @@ class GpuCollectives {
   /// Launches one scheduled batch — one collective, or allreduces rank 0 fused (one NCCL group)
   /// — on the stream of its first request, without waiting for it, and takes the requests out
   /// of `group`: each one's `done` runs from poll() once the work finished, or from abort().
-  /// Throws DistError (leaving the requests in `group`) when NCCL refuses the launch.
+  /// Throws DistError (leaving the requests in `group`) when NCCL refuses the launch, or when it
+  /// has not enqueued the batch within the timeout (a non-blocking communicator enqueues in the
+  /// background while it connects to peers; the communicator is then aborted).
   virtual void launch(std::vector<Request>& group) = 0;
   /// Completes the launched batches whose work has finished and returns how many collectives it
   /// completed. When the oldest batch has run longer than the timeout, or NCCL reports an
@@ -44,9 +46,12 @@ class GpuCollectives {
 };
 
 /// The group's NCCL communicator on `device`, bootstrapped through `transport`: rank 0's
-/// ncclUniqueId is broadcast over it (MPI_Bcast), then ncclCommInitRank. Collective: every rank
-/// calls it at the same point of the schedule (the first GPU collective). `timeout_s` bounds a
-/// launched batch. Throws NotImplemented in a build without NCCL, DistError when NCCL fails.
+/// ncclUniqueId is broadcast over it (MPI_Ibcast), then a non-blocking ncclCommInitRankConfig.
+/// Collective: every rank calls it at the same point of the schedule (the first GPU collective).
+/// `timeout_s` (the group's timeout) bounds the whole bootstrap, each launch and each launched
+/// batch (Note [Abortable bootstrap] in nccl_transport.cc). Throws NotImplemented in a build
+/// without NCCL; DistError naming the rank, the device and the timeout when NCCL fails or a peer
+/// does not join in time (the communicator is then aborted, and the group must fail).
 std::unique_ptr<GpuCollectives> make_nccl_collectives(Transport& transport, Device device,
                                                       double timeout_s);
 

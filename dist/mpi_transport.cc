@@ -1,11 +1,15 @@
 // The MPI transport: Open MPI (or any MPI-3 library) with MPI_THREAD_MULTIPLE. Two duplicated
 // communicators keep the coordinator's control messages apart from the data collectives, and both
 // return errors instead of aborting, so a transport failure becomes a DistError.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <limits>
 #include <sstream>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "base/build_config.h"
 #include "dist/transport.h"
@@ -142,6 +146,11 @@ class MpiTransport final : public Transport {
     name_ = "mpi (" + v.substr(0, v.find(',')) + ")";
   }
 
+  ~MpiTransport() override {
+    // A broadcast given up by broadcast_until may still complete into its buffer.
+    for (auto& a : abandoned_) static_cast<void>(a.buffer.release());
+  }
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
@@ -191,6 +200,37 @@ class MpiTransport final : public Transport {
   }
   void barrier() override { check_mpi(MPI_Barrier(data_), "MPI_Barrier"); }
 
+  bool broadcast_until(void* buffer, size_t bytes, int root,
+                       std::chrono::steady_clock::time_point deadline) override {
+    // MPI_Ibcast polled with MPI_Test (which also drives Open MPI's progress), into a buffer of
+    // its own: a request of a non-blocking collective can be neither cancelled nor freed before
+    // it completes (MPI 3.1, 5.12), so one given up must keep a buffer MPI may still write to.
+    auto own = std::make_unique<char[]>(bytes);
+    std::memcpy(own.get(), buffer, bytes);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(
+        MPI_Ibcast(own.get(), checked_count(bytes, "broadcast"), MPI_BYTE, root, data_, &request),
+        "MPI_Ibcast");
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      int done = 0;
+      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test (MPI_Ibcast)");
+      if (done) {
+        std::memcpy(buffer, own.get(), bytes);
+        return true;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      // A peer is normally microseconds behind; back off to 1 ms for one that is seconds behind.
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+    // Given up: the request and its buffer are left to MPI for the rest of the process (the
+    // group is failed, so the data communicator is not used again and MPI_Finalize is skipped).
+    // This leaks `bytes` once per failed group, which is the price of not blocking.
+    abandoned_.push_back(Abandoned{request, std::move(own)});
+    return false;
+  }
+
   void finalize() override {
     reap_sends(true);
     MPI_Comm_free(&control_);
@@ -220,12 +260,20 @@ class MpiTransport final : public Transport {
     }
   }
 
+  struct Abandoned {
+    MPI_Request request;
+    std::unique_ptr<char[]> buffer;
+  };
+
   MPI_Comm control_ = MPI_COMM_NULL;
   MPI_Comm data_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool owns_mpi_ = false;
   std::string name_;
   std::deque<Pending> sends_;
+  // Broadcasts given up by broadcast_until. Their buffers are released, never freed, when the
+  // transport goes: MPI may complete the request after that.
+  std::vector<Abandoned> abandoned_;
 };
 
 }  // namespace
@@ -254,6 +302,9 @@ class SingleTransport final : public Transport {
     if (in != out) std::memmove(out, in, count * dtype_size(dtype));
   }
   void barrier() override {}
+  bool broadcast_until(void*, size_t, int, std::chrono::steady_clock::time_point) override {
+    return true;
+  }
   void finalize() override {}
 };
 

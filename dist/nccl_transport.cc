@@ -30,9 +30,30 @@
 // (ncclCommGetAsyncError), aborts the communicator (ncclCommAbort, which stops NCCL's kernels)
 // and fails every collective in flight; so does any failure of the group (a silent rank), through
 // Controller::fail_everything. The communicator is not rebuilt: later GPU collectives fail.
+//
+// Note [Abortable bootstrap]
+// The communicator is made by the coordinator thread, which meanwhile neither sends nor reads
+// heartbeats, so a rank that died between issuing its first GPU collective and the bootstrap
+// would leave the others waiting inside it for ever: in MPI_Bcast of the ncclUniqueId (rank 0
+// died) or in ncclCommInitRank (any rank died). Both steps are therefore non-blocking and share
+// one deadline, the group's timeout (Options::timeout_s, WEFT_DIST_TIMEOUT: the setting after
+// which the coordinator declares a silent rank dead): the id travels by MPI_Ibcast polled with
+// MPI_Test (Transport::broadcast_until), and the communicator is created with
+// config.blocking = 0 (ncclCommInitRankConfig), then polled with ncclCommGetAsyncError until it
+// leaves ncclInProgress. Past the deadline, ncclCommAbort stops NCCL's bootstrap threads and a
+// DistError names this rank, its GPU and the timeout; the controller fails the group, and every
+// surviving rank fails the same way by its own deadline. The timeout must therefore exceed the
+// time NCCL needs to set up (seconds on large groups). A broadcast given up that way is left to
+// MPI (its request can be neither cancelled nor freed), which is why the group must fail.
+// A non-blocking communicator stays non-blocking: any later call may return ncclInProgress before
+// its kernels are on the stream (NCCL connects to peers lazily), so launch() waits for the state
+// to settle, within the timeout, before recording the event that readers wait for; teardown
+// (ncclCommFinalize) is polled the same way and aborted past the timeout.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <thread>
 
 #include "devices/device_api.h"
 #include "dist/gpu_collectives.h"
@@ -128,9 +149,11 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   throw InternalError("dist: unknown reduce op");
 }
 
-// Throws DistError "dist: <what>: <call> failed: <NCCL's text> (<its last error>)".
+// Throws DistError "dist: <what>: <call> failed: <NCCL's text> (<its last error>)". The
+// communicator is non-blocking (Note [Abortable bootstrap]): ncclInProgress only says that the
+// call goes on in the background, and the caller settles it (settle()) before relying on it.
 void check_nccl(ncclResult_t result, const char* call, const std::string& what, ncclComm_t comm) {
-  if (result == ncclSuccess) return;
+  if (result == ncclSuccess || result == ncclInProgress) return;
   std::string message = "dist: " + what + ": " + call + " failed: " + ncclGetErrorString(result);
   const char* detail = ncclGetLastError(comm);
   if (detail != nullptr && *detail != '\0') message += std::string(" (") + detail + ")";
@@ -143,22 +166,68 @@ class NcclCollectives final : public GpuCollectives {
       : device_(device),
         api_(DeviceAPI::get(DeviceType::kCUDA)),
         timeout_(
-            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))) {
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
+        timeout_s_(timeout_s),
+        rank_(transport.rank()) {
+    // Note [Abortable bootstrap]: one deadline, the group's timeout, covers both steps.
+    const Clock::time_point deadline = Clock::now() + timeout_;
     const std::string what = "the NCCL communicator on " + to_string(device);
     api_->set_device(device);  // the coordinator thread's device from here on
     ncclUniqueId id{};
-    if (transport.rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", what, nullptr);
-    transport.broadcast(&id, sizeof(id), 0);  // MPI_Bcast over the data communicator
-    check_nccl(ncclCommInitRank(&comm_, transport.size(), id, transport.rank()), "ncclCommInitRank",
-               what, nullptr);
+    if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", what, nullptr);
+    if (!transport.broadcast_until(&id, sizeof(id), 0, deadline)) {
+      throw DistError(bootstrap_failure(
+          "rank 0's ncclUniqueId did not arrive (MPI_Ibcast) within the timeout: rank 0, or a "
+          "rank the broadcast passes through, died, hangs, or never reached its first GPU "
+          "collective"));
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t started =
+        ncclCommInitRankConfig(&comm_, transport.size(), id, rank_, &config);
+    if (started != ncclSuccess && started != ncclInProgress) {
+      std::string why = std::string("ncclCommInitRankConfig failed: ") +
+                        ncclGetErrorString(started) + last_error(comm_);
+      if (comm_ != nullptr) ncclCommAbort(comm_);
+      comm_ = nullptr;
+      throw DistError(bootstrap_failure(why));
+    }
+    bool late = false;
+    const ncclResult_t state = settle(deadline, &late);
+    if (late || state != ncclSuccess) {
+      std::string why =
+          late ? "ncclCommInitRankConfig did not finish within the timeout: a rank died or hangs "
+                 "before joining, or cannot reach this one"
+               : std::string("ncclCommInitRankConfig failed: ") + ncclGetErrorString(state) +
+                     last_error(comm_);
+      ncclCommAbort(comm_);  // stops NCCL's bootstrap threads; the communicator is gone
+      comm_ = nullptr;
+      throw DistError(bootstrap_failure(why + "; the communicator was aborted"));
+    }
   }
 
   ~NcclCollectives() override {
     if (comm_ == nullptr || aborted_) return;
     // Nothing is in flight (the coordinator drained it); errors at teardown are only reported.
+    // Finalizing a non-blocking communicator goes on in the background and waits for the peers:
+    // bounded by the timeout like everything else, then aborted.
     ncclResult_t result = ncclCommFinalize(comm_);
-    if (result == ncclSuccess) result = ncclCommDestroy(comm_);
-    if (result != ncclSuccess) {
+    bool late = false;
+    if (result == ncclSuccess || result == ncclInProgress) {
+      result = settle(Clock::now() + timeout_, &late);
+    }
+    if (result == ncclSuccess && !late) {
+      result = ncclCommDestroy(comm_);
+      if (result == ncclInProgress) result = ncclSuccess;  // freed in the background
+    } else {
+      ncclCommAbort(comm_);
+    }
+    if (late) {
+      std::fprintf(stderr,
+                   "weft dist: releasing the NCCL communicator on %s: ncclCommFinalize did not "
+                   "finish within %g s; aborted it\n",
+                   to_string(device_).c_str(), timeout_s_);
+    } else if (result != ncclSuccess) {
       std::fprintf(stderr, "weft dist: releasing the NCCL communicator: %s\n",
                    ncclGetErrorString(result));
     }
@@ -193,6 +262,19 @@ class NcclCollectives final : public GpuCollectives {
       throw;
     }
     if (group.size() > 1) check_nccl(ncclGroupEnd(), "ncclGroupEnd", describe(first.meta), comm_);
+    // On a non-blocking communicator the calls above may return before the kernels are on the
+    // stream (NCCL still connecting to peers in the background); the event must come after them.
+    bool late = false;
+    const ncclResult_t state = settle(Clock::now() + timeout_, &late);
+    if (late) {
+      fail("dist: " + describe(first.meta) + " on " + to_string(device_) + ": NCCL did not " +
+           "enqueue it within " + seconds_text() + " s (timeout; a peer died or hangs while " +
+           "NCCL connects to it); the NCCL communicator was aborted");
+    }
+    if (state != ncclSuccess) {
+      fail("dist: " + describe(first.meta) + " on " + to_string(device_) + ": NCCL failed: " +
+           ncclGetErrorString(state) + last_error(comm_) + "; the NCCL communicator was aborted");
+    }
     auto finished = std::make_shared<Event>(api_->create_event(device_));
     finished->record(stream);
     last_ = finished;
@@ -221,9 +303,8 @@ class NcclCollectives final : public GpuCollectives {
       completed += static_cast<int>(flight.requests.size());
     }
     if (!flights_.empty() && Clock::now() - flights_.front().launched > timeout_) {
-      const double seconds = std::chrono::duration<double>(timeout_).count();
       fail("dist: " + describe(flights_.front().requests.front().meta) + " on " +
-           to_string(device_) + ": NCCL did not finish within " + std::to_string(seconds) +
+           to_string(device_) + ": NCCL did not finish within " + seconds_text() +
            " s (a peer died or hangs inside the collective, or its GPU is stuck); the NCCL "
            "communicator was aborted");
     }
@@ -255,6 +336,45 @@ class NcclCollectives final : public GpuCollectives {
     std::shared_ptr<Event> finished;  // recorded after the batch's NCCL calls
     Clock::time_point launched;
   };
+
+  // Waits for the communicator's background work (its creation, a launch still connecting,
+  // finalize) until `deadline`: returns its state, ncclSuccess once done; *late when the
+  // deadline came first (the state is then ncclInProgress). Sleeps grow from 1 us to 1 ms.
+  ncclResult_t settle(Clock::time_point deadline, bool* late) {
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+      if (result != ncclSuccess) return result;
+      if (state != ncclInProgress) return state;
+      if (Clock::now() >= deadline) {
+        *late = true;
+        return state;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  std::string seconds_text() const {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", timeout_s_);
+    return text;
+  }
+
+  // " (<NCCL's last error>)", or "" when it has none.
+  static std::string last_error(ncclComm_t comm) {
+    const char* detail = ncclGetLastError(comm);
+    return detail != nullptr && *detail != '\0' ? std::string(" (") + detail + ")" : "";
+  }
+
+  // "dist: creating the NCCL communicator on <device> (rank <r>, timeout <t> s) failed: <why>":
+  // what a user needs to find the rank that is stuck and the setting that bounds the wait.
+  std::string bootstrap_failure(const std::string& why) const {
+    return "dist: creating the NCCL communicator on " + to_string(device_) + " (rank " +
+           std::to_string(rank_) + ", timeout " + seconds_text() +
+           " s: Options::timeout_s, WEFT_DIST_TIMEOUT) failed: " + why;
+  }
 
   [[noreturn]] void fail(const std::string& why) {
     abort(why);
@@ -297,6 +417,8 @@ class NcclCollectives final : public GpuCollectives {
   Device device_;
   DeviceAPI* api_;
   Clock::duration timeout_;
+  double timeout_s_;
+  int rank_;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   std::string abort_reason_;

@@ -1,6 +1,7 @@
 // The transport under the coordinator: small control messages between rank 0 and the others, and
 // the blocking collectives that move the data. MPI in mpi_transport.cc; a group of one otherwise.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -32,6 +33,13 @@ class Transport {
   virtual void reduce_scatter(const void* in, void* out, size_t count_per_rank, DType dtype,
                               ReduceOp op) = 0;
   virtual void barrier() = 0;
+  /// broadcast(), given up at `deadline` instead of waiting for ever: true once this rank's part
+  /// is done, false when the deadline came first (the root, or a rank the broadcast passes
+  /// through, never entered it: dead, hung, or elsewhere in the schedule). For the NCCL
+  /// bootstrap, which must not hang the coordinator. After false the data path is out of step
+  /// with the peers and no other collective may follow: the caller fails the group.
+  virtual bool broadcast_until(void* buffer, size_t bytes, int root,
+                               std::chrono::steady_clock::time_point deadline) = 0;
   /// Leaves the group (MPI_Finalize). Nothing is called after it.
   virtual void finalize() = 0;
 };

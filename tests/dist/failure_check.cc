@@ -7,6 +7,11 @@
 //   kill      rank 1 is killed: the others' next collective fails, naming rank 1, within the
 //             timeout (mpirun must run with --mca orte_abort_on_non_zero_status 0, or it kills
 //             the whole job itself).
+//   nccl_kill rank 1 issues the group's first GPU collective and is killed while the NCCL
+//             communicator is being created: rank 0's collective fails within the timeout
+//             instead of waiting in the bootstrap for ever (Note [Abortable bootstrap] in
+//             dist/nccl_transport.cc). Every rank reports ok, skipped, without NCCL or a GPU
+//             per process.
 // Each rank that saw what it should prints "failure_check <mode>: rank <r> ok".
 #include <chrono>
 #include <csignal>
@@ -14,7 +19,9 @@
 #include <string>
 #include <thread>
 
+#include "devices/device_api.h"
 #include "dist/dist.h"
+#include "dist/gpu_collectives.h"
 #include "ndarray/runtime.h"
 
 using namespace weft;
@@ -42,6 +49,28 @@ int report(const std::string& mode, bool ok, const std::string& detail) {
               detail.c_str());
   std::fflush(stdout);
   return ok ? 0 : 1;
+}
+
+// Why this group cannot run GPU collectives ("" when it can); every rank agrees.
+std::string gpu_skip_reason() {
+  int gpus = 0;
+  if (DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA)) {
+    try {
+      gpus = api->device_count();
+    } catch (const std::exception&) {
+      gpus = 0;
+    }
+  }
+  std::string why;
+  if (!dist::detail::have_nccl()) {
+    why = "no NCCL in this build";
+  } else if (gpus < dist::local_size()) {
+    why = "no GPU per process";
+  }
+  NDArray ready = NDArray::full(Shape{1}, why.empty() ? 1.0 : 0.0, DType::kInt32);
+  dist::allreduce(ready, ready, dist::ReduceOp::kMin, dist::CollectiveOptions{"gpu_ready", 0});
+  if (why.empty() && ready.item() == 0) why = "another rank has no GPU of its own";
+  return why;
 }
 
 }  // namespace
@@ -94,6 +123,34 @@ int main(int argc, char** argv) {
     dist::shutdown();
     std::_Exit(rc);  // no MPI_Finalize with a dead peer
   }
-  std::fprintf(stderr, "usage: failure_check mismatch|hang|kill\n");
+  if (mode == "nccl_kill") {
+    std::string skip = gpu_skip_reason();
+    if (!skip.empty()) {
+      int rc = report(mode, true, "skipped: " + skip);
+      dist::shutdown();
+      return rc;
+    }
+    NDArray g =
+        NDArray::ones(Shape{8}, DType::kFloat32, dist::detail::process_gpu(dist::local_rank()));
+    g.wait_to_read();
+    dist::barrier();
+    if (r == 1) {
+      // The key reaches rank 0 at once, rank 0 schedules it and both enter the bootstrap; this
+      // rank dies inside it, before the communicator exists.
+      dist::allreduce(g, g, dist::ReduceOp::kSum, dist::CollectiveOptions{"first_gpu", 0});
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::raise(SIGKILL);
+    }
+    auto start = Clock::now();
+    std::string e = allreduce_error(g, "first_gpu");
+    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    // Expected: "creating the NCCL communicator ... failed"; had NCCL finished before the kill,
+    // the heartbeat's "rank 1 stopped answering" instead. Either way no hang.
+    bool ok = !e.empty() && waited < 3 * timeout + 2;
+    int rc = report(mode, ok, e + " (after " + std::to_string(waited) + " s)");
+    dist::shutdown();
+    std::_Exit(rc);  // no MPI_Finalize with a dead peer
+  }
+  std::fprintf(stderr, "usage: failure_check mismatch|hang|kill|nccl_kill\n");
   return 2;
 }

@@ -26,5 +26,6 @@ run() {  # mode np expected-ok-ranks...
 run mismatch 2 0 1
 run hang 3 0 1 2
 run kill 3 0 2
+run nccl_kill 2 0  # reports ok, skipped, without NCCL or a GPU per process
 echo "${passed} passed, ${failed} failed"
 [ "$failed" = 0 ]

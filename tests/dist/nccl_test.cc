@@ -6,16 +6,27 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/build_config.h"
 #include "devices/device_api.h"
 #include "dist/dist.h"
 #include "dist/gpu_collectives.h"
 #include "dist/meta.h"
+#include "dist/transport.h"
 #include "ndarray/ops.h"
+
+#if WEFT_USE_MPI
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
 
 namespace weft::dist {
 namespace {
@@ -305,6 +316,46 @@ TEST(NcclPlumbing, TheDeviceIsPartOfWhatRanksAgreeOn) {
     EXPECT_FALSE(detail::nccl_supports(DType::kInt16));
     EXPECT_FALSE(detail::nccl_supports(DType::kBool));
   }
+}
+
+// Runs without a GPU, under mpirun: the ncclUniqueId's broadcast, which the NCCL bootstrap
+// makes before it creates the communicator, gives up at its deadline instead of hanging when
+// the root never comes (Note [Abortable bootstrap] in dist/nccl_transport.cc). A transport of
+// its own (its own duplicated communicators) keeps the given-up broadcast away from the group's.
+TEST(NcclPlumbing, TheBootstrapBroadcastGivesUpAtItsDeadline) {
+  if (size() == 1 || !detail::have_mpi()) GTEST_SKIP() << "needs a group of two or more over MPI";
+#if WEFT_USE_MPI
+  int level = 0;
+  MPI_Query_thread(&level);
+  // This thread calls MPI while the coordinator thread does.
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "MPI gives no MPI_THREAD_MULTIPLE";
+  using Clock = std::chrono::steady_clock;
+  std::unique_ptr<detail::Transport> transport = detail::make_mpi_transport();
+  // A root that is there: every rank gets its bytes.
+  char id[16] = {};
+  if (rank() == 0) std::strcpy(id, "the unique id");
+  ASSERT_TRUE(
+      transport->broadcast_until(id, sizeof(id), 0, Clock::now() + std::chrono::seconds(60)));
+  EXPECT_STREQ(id, "the unique id");
+  // A root that comes only after the others' deadline (as a dead one never does): they give up
+  // at the deadline, their buffer untouched; the late root's broadcast still completes.
+  const auto wait = std::chrono::milliseconds(300);
+  char late[16] = {};
+  if (rank() == 0) {
+    std::this_thread::sleep_for(3 * wait);
+    std::strcpy(late, "too late");
+    EXPECT_TRUE(
+        transport->broadcast_until(late, sizeof(late), 0, Clock::now() + std::chrono::seconds(60)));
+  } else {
+    const auto start = Clock::now();
+    EXPECT_FALSE(transport->broadcast_until(late, sizeof(late), 0, start + wait));
+    const auto waited = Clock::now() - start;
+    EXPECT_GE(waited, wait);
+    EXPECT_LT(waited, wait + std::chrono::seconds(10));
+    EXPECT_STREQ(late, "");
+  }
+  barrier();  // over the group's own transport, which the given-up broadcast leaves alone
+#endif
 }
 
 }  // namespace
