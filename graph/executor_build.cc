@@ -173,6 +173,7 @@ void ExecutorImpl::build_runs() {
         if (q.kind == ResourceRequest::Kind::kRandom) {
           RandomResource& rnd = Runtime::get().random(dev);
           r.random = &rnd.state;
+          r.device_seed_ok = q.device_seed;
           r.writes.push_back(rnd.var);
         }
       }
@@ -199,9 +200,32 @@ void ExecutorImpl::build_runs() {
   setup_capture();
 }
 
+namespace {
+
+// The kernel of `_random_seed_next` on `device`, applied in place to one seed word.
+SeedAdvance seed_advance(DeviceType device) {
+  const Op& op = get_op("_random_seed_next");
+  const FCompute* fc = op.compute(device);
+  WEFT_CHECK_AS(NotImplemented, fc != nullptr)
+      << "_random_seed_next has no kernel on " << weft::to_string(Device{device, 0});
+  auto attrs = std::make_shared<OpAttrs>(op.make_attrs({}, "seed_advance"));
+  return [fc, attrs](uint64_t* word, const RunContext& rc) {
+    static const Shape kOne{1};
+    const TensorView v(word, rc.device, DType::kInt64, kOne);
+    const OpReq req = OpReq::kInplace;
+    OpContext ctx;
+    ctx.run = rc;
+    (*fc)(*attrs, ctx, std::span<const TensorView>(&v, 1), std::span<const OpReq>(&req, 1),
+          std::span<const TensorView>(&v, 1));
+  };
+}
+
+}  // namespace
+
 // Note [CUDA graph capture]: new captures for every binding (the graphs hold the arena's
-// addresses), when the graph can be captured at all: on a GPU, every node there, no random
-// resource (its state advances on the host) and no asynchronous kernel.
+// addresses), when the graph can be captured at all: on a GPU, every node there, random
+// resources only of ops that take a device seed (Note [Random numbers in captured graphs]) and
+// no asynchronous kernel.
 void ExecutorImpl::setup_capture() {
   if (inference_.capture || train_forward_.capture || train_backward_.capture) {
     engine_.wait_for_var(arena_var_);  // their last launches may still run
@@ -215,7 +239,7 @@ void ExecutorImpl::setup_capture() {
     return;
   }
   for (const NodeRun& r : runs_) {
-    if (r.async != nullptr || r.random != nullptr) return;
+    if (r.async != nullptr || (r.random != nullptr && !r.device_seed_ok)) return;
   }
   inference_ = make_capture(0, num_forward_runs_, false);
   if (has_backward_) {
@@ -237,9 +261,15 @@ ExecutorImpl::CapturedRange ExecutorImpl::make_capture(size_t begin, size_t end,
   });
   std::sort(c.reads.begin(), c.reads.end());
   c.reads.erase(std::unique(c.reads.begin(), c.reads.end()), c.reads.end());
+  SeedAdvance advance;
+  if (std::any_of(runs_.begin() + static_cast<ptrdiff_t>(begin),
+                  runs_.begin() + static_cast<ptrdiff_t>(end),
+                  [](const NodeRun& r) { return r.random != nullptr; })) {
+    advance = seed_advance(options_.device.type);
+  }
   c.capture = std::make_unique<GraphCapture>(
       options_.device, std::span<NodeRun>(runs_.data() + begin, end - begin), stream_plan(),
-      Runtime::get().shared_allocator(options_.device), is_train);
+      Runtime::get().shared_allocator(options_.device), is_train, std::move(advance));
   return c;
 }
 

@@ -45,6 +45,11 @@ struct NodeRun {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;
+  bool device_seed_ok = false;  // its random request allows a device seed (captured graphs)
+  // Set by a capture for the duration of the node's call (Note [Random numbers in captured
+  // graphs]): the pass's seed word and the node's number among the pass's random nodes.
+  const uint64_t* device_seed = nullptr;
+  uint64_t seed_offset = 0;
   Allocator* temp_allocator = nullptr;  // a GPU's pool: CUDA kernels' scratch beyond `workspace`
   bool identity = false;                // in-place identity (FInplaceIdentity): nothing to compute
   int stream = -1;                      // the engine stream to pin (Note [Stream plans]), or -1
@@ -75,6 +80,8 @@ struct NodeRun {
     ctx.workspace = workspace;
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random;
+    ctx.device_seed = device_seed;
+    ctx.seed_offset = seed_offset;
     ctx.temp_allocator = temp_allocator;
     for (size_t i = 0; i < in_vars.size(); ++i)
       versions[i] = in_vars[i] ? engine.var_version(in_vars[i]) : 0;

@@ -37,9 +37,22 @@ namespace weft::graph::executor_detail {
 //
 // The executor captures the inference forward and, for a training bind, the training forward
 // and the backward as two more graphs (each with its own state). It refuses capture for graphs
-// with asynchronous kernels or random number resources (their state advances on the host, so a
-// replay would repeat the captured numbers; Dropout in training is such a node), and for graphs
+// with asynchronous kernels, with random nodes whose op cannot take a device seed (below), and
 // with nodes placed on the CPU (executor_build.cc).
+//
+// Note [Random numbers in captured graphs]
+// A random kernel normally draws its seed from the device's generator on the host when it is
+// launched; a replay would repeat the numbers drawn at capture. So inside a capture the seed
+// lives on the device. The capture owns one 64-bit word of device memory; every pass first
+// advances it with `_random_seed_next` (word += a Weyl step, one thread), as the first node on
+// stream 0 before the fork, so in a graph the advance is the graph's first node and every replay
+// moves the word on without the host. The k-th random node of the pass reads the word when it
+// runs and seeds itself with seed_word::combine(word, k) (OpContext::device_seed and
+// seed_offset; ops/defs/seed_word.h). The word starts from one draw of the device's generator
+// on the host in the first (eager) pass, so `seed` still makes runs reproducible; eager passes
+// of the capture (the warm-up, a fallback after a failed capture) use the word the same way, so
+// pass n draws the same numbers whether it was launched from a graph or not. An op opts in with
+// ResourceRequest::device_seed (Dropout); others (RReLU) keep their graphs eager.
 class CaptureScratch final : public Allocator {
  public:
   CaptureScratch(Allocator* pool, Device device, int streams)
@@ -94,14 +107,15 @@ class CaptureScratch final : public Allocator {
 };
 
 GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
-                           std::shared_ptr<Allocator> pool, bool is_train)
+                           std::shared_ptr<Allocator> pool, bool is_train, SeedAdvance advance)
     : device_(device),
       api_(DeviceAPI::get(device.type)),
       runs_(runs),
       plan_(plan && plan->num_streams > 1 ? plan : nullptr),
       pool_(std::move(pool)),
       num_streams_(plan_ ? plan_->num_streams : 1),
-      is_train_(is_train) {
+      is_train_(is_train),
+      advance_(std::move(advance)) {
   WEFT_CHECK(api_->can_capture()) << "CUDA graph capture: " << to_string(device)
                                   << " cannot capture streams";
   // Every stream the runs use is the capture's own (Note [Capture streams]).
@@ -128,6 +142,14 @@ GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamP
   done_ = api_->create_event(device);
   scratch_ = std::make_unique<CaptureScratch>(pool_.get(), device, num_streams_);
   need_.assign(static_cast<size_t>(num_streams_), 0);
+  for (size_t k = 0; k < runs_.size(); ++k) {
+    if (runs_[k].random != nullptr) random_runs_.push_back(k);
+  }
+  if (!random_runs_.empty()) {
+    WEFT_CHECK(static_cast<bool>(advance_))
+        << "CUDA graph capture: " << random_runs_.size() << " random nodes and no seed advance";
+    seed_word_ = pool_->allocate_on(sizeof(uint64_t), streams_[0], 256);
+  }
 }
 
 GraphCapture::~GraphCapture() {
@@ -162,6 +184,16 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
     entry_.record(rc.stream);
     entry_.block(main);
   }
+  if (!random_runs_.empty()) {
+    auto* word = static_cast<uint64_t*>(seed_word_.get());
+    if (!seeded_) {  // the first pass, eager: the host may draw and copy
+      seed_init_ = runs_[random_runs_[0]].random->engine();
+      api_->copy(word, device_, &seed_init_, Device::cpu(), sizeof(uint64_t), main);
+      seeded_ = true;
+    }
+    CurrentStreamScope current(main);
+    advance_(word, RunContext{rc.device, main, rc.worker});
+  }
   if (num_streams_ > 1) {
     fork_.record(main);
     for (int s = 1; s < num_streams_; ++s) fork_.block(streams_[static_cast<size_t>(s)]);
@@ -181,13 +213,21 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
       scratch_->begin_node(s, mode == Mode::kMeasure);
       r.temp_allocator = scratch_.get();
     }
+    if (r.random != nullptr) {
+      r.device_seed = static_cast<const uint64_t*>(seed_word_.get());
+      r.seed_offset = static_cast<uint64_t>(
+          std::find(random_runs_.begin(), random_runs_.end(), &r - runs_.data()) -
+          random_runs_.begin());
+    }
     try {
       r.run(is_train_, engine, node_rc);
     } catch (...) {
       r.temp_allocator = pool;
+      r.device_seed = nullptr;
       throw;
     }
     r.temp_allocator = pool;
+    r.device_seed = nullptr;
     if (mode == Mode::kMeasure) need_[s] = std::max(need_[s], scratch_->used());
     if (plan_ && event_index_[r.nid] >= 0)
       after_[static_cast<size_t>(event_index_[r.nid])].record(stream);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -19,6 +20,10 @@ namespace weft::graph::executor_detail {
 
 class CaptureScratch;
 
+/// Advances a pass's seed word on the device, on `rc.stream`: word = seed_word::next(word)
+/// (the executor runs `_random_seed_next`'s kernel; Note [Random numbers in captured graphs]).
+using SeedAdvance = std::function<void(uint64_t* word, const RunContext& rc)>;
+
 class GraphCapture {
  public:
   enum class State {
@@ -30,10 +35,11 @@ class GraphCapture {
 
   /// `runs`: the forward's node operations in order (kept by the executor, which outlives this);
   /// `plan`: their stream plan (null: one stream), indexed by NodeRun::nid. `pool`: the device's
-  /// allocator, for scratch memory. `is_train`: the mode the runs run in. Creates the plan's
-  /// extra streams and the events.
+  /// allocator, for scratch memory. `is_train`: the mode the runs run in. `advance`: required
+  /// when some run has a random resource (every such op must take a device seed). Creates the
+  /// plan's extra streams and the events, and the seed word.
   GraphCapture(Device device, std::span<NodeRun> runs, const StreamPlan* plan,
-               std::shared_ptr<Allocator> pool, bool is_train = false);
+               std::shared_ptr<Allocator> pool, bool is_train = false, SeedAdvance advance = {});
   ~GraphCapture();
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
@@ -48,6 +54,10 @@ class GraphCapture {
   std::string failure() const;
   /// Launches of the captured graph so far.
   int64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  /// Runs that draw random numbers from the pass's seed word, and the word (device memory; null
+  /// when there are none). For tests.
+  size_t random_runs() const { return random_runs_.size(); }
+  const uint64_t* seed_word() const { return static_cast<const uint64_t*>(seed_word_.get()); }
 
  private:
   enum class Mode { kEager, kMeasure, kCapture };
@@ -68,7 +78,13 @@ class GraphCapture {
   Event entry_, exit_;                // the worker's stream to stream 0 and back, in eager runs
   Event done_;                        // recorded on the worker's stream after every run
   std::unique_ptr<CaptureScratch> scratch_;
-  std::vector<size_t> need_;  // per plan stream: the most scratch one node there used
+  // Note [Random numbers in captured graphs]
+  SeedAdvance advance_;
+  std::vector<size_t> random_runs_;  // indices into runs_ of the nodes with a random resource
+  DataPtr seed_word_;                // one uint64_t on the device
+  uint64_t seed_init_ = 0;           // the word's first value, copied from here once
+  bool seeded_ = false;              // seed_init_ drawn and its copy enqueued
+  std::vector<size_t> need_;         // per plan stream: the most scratch one node there used
   void* graph_ = nullptr;
   // Written by the worker running the pass, read by the executor's accessors.
   std::atomic<State> state_{State::kWarmUp};

@@ -63,6 +63,10 @@ struct ResourceRequest {
   };
   Kind kind = Kind::kWorkspace;
   size_t bytes = 0;
+  /// kRandom only: the op's CUDA kernel draws its seed from OpContext::device_seed when that is
+  /// set, so its node can be captured in a CUDA graph (Note [Random numbers in captured graphs]
+  /// in graph/graph_capture.cc). Ops without it keep a graph from being captured.
+  bool device_seed = false;
 };
 
 /// A device's random-number state. Accessed only inside operations that write its engine var.
@@ -107,7 +111,13 @@ struct OpContext {
   void* workspace = nullptr;  ///< when the op requested kWorkspace
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;  ///< when the op requested kRandom
-  int num_threads = 1;            ///< intra-op threads this kernel may use (>= 1)
+  /// Inside a captured CUDA graph, for an op whose kRandom request allows it: device memory
+  /// holding the pass's seed word, advanced on the device once per pass. The kernel then draws
+  /// nothing from `random` and seeds itself with seed_word::combine(*device_seed, seed_offset)
+  /// (ops/defs/seed_word.h), read on the device.
+  const uint64_t* device_seed = nullptr;
+  uint64_t seed_offset = 0;  ///< with device_seed: the node's number among the pass's random nodes
+  int num_threads = 1;       ///< intra-op threads this kernel may use (>= 1)
   /// The pool of the op's device, for temporary memory beyond `workspace` (a GPU kernel's
   /// scratch: cuDNN's workspace for the algorithm it picked). Allocate with allocate_on(bytes,
   /// run.stream) and free when the kernel has been launched: the pool reuses the block on that

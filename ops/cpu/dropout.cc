@@ -6,6 +6,7 @@
 
 #include "ops/cpu/norm_kernels.h"
 #include "ops/defs/dropout_params.h"
+#include "ops/defs/seed_word.h"
 
 namespace weft::cpu {
 namespace {
@@ -116,6 +117,16 @@ void dropout_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<cons
 void register_dropout_kernels(OpRegistry& r) {
   r.register_op("Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_forward);
   r.register_op("_backward_Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_backward);
+  r.register_op("_random_seed_next")
+      .set_attr<FCompute>(
+          DeviceType::kCPU, [](const OpAttrs&, const OpContext&, std::span<const TensorView> in,
+                               std::span<const OpReq> req, std::span<const TensorView> out) {
+            if (req[0] == OpReq::kNull) return;
+            WEFT_CHECK(req[0] != OpReq::kAdd) << "_random_seed_next: seed words cannot be added to";
+            const auto* x = static_cast<const uint64_t*>(in[0].raw());
+            auto* y = static_cast<uint64_t*>(out[0].raw());
+            for (int64_t k = 0; k < in[0].size(); ++k) y[k] = seed_word::next(x[k]);
+          });
 }
 
 }  // namespace weft::cpu

@@ -189,8 +189,13 @@ void dropout_fwd(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
     check_launch("Dropout", ctx);
     return;
   }
-  WEFT_CHECK(ctx.random != nullptr) << attrs.where() << ": no random resource";
-  const uint64_t seed = ctx.random->engine();
+  // Inside a captured graph the seed comes from the pass's word on the device (Note [Random
+  // numbers in captured graphs]); otherwise one draw from the device's generator.
+  KernelSeed seed{ctx.seed_offset, ctx.device_seed};
+  if (seed.word == nullptr) {
+    WEFT_CHECK(ctx.random != nullptr) << attrs.where() << ": no random resource";
+    seed.value = ctx.random->engine();
+  }
   const double keep = std::max(0.0, 1.0 - p.p);
   const double scale = p.p >= 1 ? 0.0 : 1.0 / (1.0 - p.p);
   const void* mask = nullptr;
@@ -204,12 +209,21 @@ void dropout_fwd(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
   check_launch("Dropout", ctx);
 }
 
+void random_seed_next_fwd(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  WEFT_CHECK(req[0] != OpReq::kAdd) << "_random_seed_next: seed words cannot be added to";
+  random_seed_next(static_cast<const uint64_t*>(in[0].raw()), static_cast<uint64_t*>(out[0].raw()),
+                   in[0].size(), stream_of(ctx));
+  check_launch("_random_seed_next", ctx);
+}
+
 // in: out_grad, mask.
 void dropout_bwd(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   dropout_apply(in[0].dtype(), bcast_dims(in[0], in[1]), in[0].raw(), in[1].raw(), out[0].raw(),
-                in[0].size(), adds(req[0]), 0, 0, 0, stream_of(ctx));
+                in[0].size(), adds(req[0]), 0, 0, KernelSeed{}, stream_of(ctx));
   check_launch("_backward_Dropout", ctx);
 }
 
@@ -264,6 +278,8 @@ void register_cudnn_nn_kernels(OpRegistry& r) {
   r.register_op("_backward_LeakyReLU").set_attr<FCompute>(DeviceType::kCUDA, leaky_bwd, "cuda");
   r.register_op("Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_fwd, "cuda");
   r.register_op("_backward_Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_bwd, "cuda");
+  r.register_op("_random_seed_next")
+      .set_attr<FCompute>(DeviceType::kCUDA, random_seed_next_fwd, "cuda");
   r.register_op("LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_fwd, "cuda");
   r.register_op("_backward_LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_bwd, "cuda");
 }

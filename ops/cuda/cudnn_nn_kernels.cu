@@ -4,6 +4,7 @@
 #include "ops/cuda/cudnn_nn_kernels.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernel_util.h"
+#include "ops/defs/seed_word.h"
 
 namespace weft::cuda {
 namespace {
@@ -312,8 +313,14 @@ __global__ void rrelu_mask_kernel(T* m, int64_t n, double lo, double hi, uint64_
   }
 }
 
+// The seed a kernel uses: read on the device inside a captured graph (KernelSeed).
+__device__ __forceinline__ uint64_t resolve(KernelSeed s) {
+  return s.word ? seed_word::combine(*s.word, s.value) : s.value;
+}
+
 template <typename T>
-__global__ void dropout_mask_kernel(T* m, int64_t n, double keep, double scale, uint64_t seed) {
+__global__ void dropout_mask_kernel(T* m, int64_t n, double keep, double scale, KernelSeed ks) {
+  const uint64_t seed = resolve(ks);
   WEFT_CUDA_KERNEL_LOOP(i, n) {
     m[i] = from_acc<T>(static_cast<acc_t<T>>(uniform_at(seed, i) < keep ? scale : 0.0));
   }
@@ -331,8 +338,9 @@ __device__ __forceinline__ int64_t mask_index(const BcastDims& b, int64_t k) {
 
 template <typename T>
 __global__ void dropout_apply_kernel(BcastDims b, const T* x, const T* m, T* y, int64_t n, bool add,
-                                     double keep, double scale, uint64_t seed) {
+                                     double keep, double scale, KernelSeed ks) {
   using A = acc_t<T>;
+  const uint64_t seed = m ? 0 : resolve(ks);
   WEFT_CUDA_KERNEL_LOOP(k, n) {
     const int64_t mi = mask_index(b, k);
     const A mv = m ? to_acc(m[mi])
@@ -496,7 +504,7 @@ void rrelu_mask(DType dtype, void* mask, int64_t n, double lower, double upper, 
                    static_cast<DT*>(mask), n, lower, upper, seed));
 }
 
-void dropout_mask(DType dtype, void* mask, int64_t mn, double keep, double scale, uint64_t seed,
+void dropout_mask(DType dtype, void* mask, int64_t mn, double keep, double scale, KernelSeed seed,
                   cudaStream_t stream) {
   WEFT_LAUNCH_("Dropout", mn,
                dropout_mask_kernel<DT><<<grid_for(mn), kBlockSize, 0, stream>>>(
@@ -504,12 +512,21 @@ void dropout_mask(DType dtype, void* mask, int64_t mn, double keep, double scale
 }
 
 void dropout_apply(DType dtype, const BcastDims& b, const void* x, const void* mask, void* y,
-                   int64_t n, bool add, double keep, double scale, uint64_t seed,
+                   int64_t n, bool add, double keep, double scale, KernelSeed seed,
                    cudaStream_t stream) {
   WEFT_LAUNCH_("Dropout", n,
                dropout_apply_kernel<DT><<<grid_for(n), kBlockSize, 0, stream>>>(
                    b, static_cast<const DT*>(x), static_cast<const DT*>(mask), static_cast<DT*>(y),
                    n, add, keep, scale, seed));
+}
+
+__global__ void random_seed_next_kernel(const uint64_t* x, uint64_t* y, int64_t n) {
+  WEFT_CUDA_KERNEL_LOOP(i, n) { y[i] = seed_word::next(x[i]); }
+}
+
+void random_seed_next(const uint64_t* x, uint64_t* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  random_seed_next_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(x, y, n);
 }
 
 void copy_or_add(DType dtype, const void* x, void* y, int64_t n, bool add, cudaStream_t stream) {

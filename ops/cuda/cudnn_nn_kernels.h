@@ -63,14 +63,23 @@ struct BcastDims {
   int64_t mstride[kMaxDims] = {};
   bool same = true;  // the mask has the data's shape
 };
+/// A random kernel's seed: `value` itself; or, inside a captured graph, when `word` is set,
+/// seed_word::combine(*word, value), read on the device when the kernel runs (Note [Random
+/// numbers in captured graphs] in graph/graph_capture.cc).
+struct KernelSeed {
+  uint64_t value = 0;
+  const uint64_t* word = nullptr;
+};
 /// Dropout's mask: m[j] = scale when uniform(seed, j) < keep, else 0, for `mn` mask elements.
-void dropout_mask(DType dtype, void* mask, int64_t mn, double keep, double scale, uint64_t seed,
+void dropout_mask(DType dtype, void* mask, int64_t mn, double keep, double scale, KernelSeed seed,
                   cudaStream_t stream);
 /// y (=, or +=) x · mask[broadcast index] for n elements. `mask` null: the mask value is drawn
 /// on the fly as dropout_mask would.
 void dropout_apply(DType dtype, const BcastDims& b, const void* x, const void* mask, void* y,
-                   int64_t n, bool add, double keep, double scale, uint64_t seed,
+                   int64_t n, bool add, double keep, double scale, KernelSeed seed,
                    cudaStream_t stream);
+/// y[j] = seed_word::next(x[j]) on `n` seed words (`_random_seed_next`); y may be x.
+void random_seed_next(const uint64_t* x, uint64_t* y, int64_t n, cudaStream_t stream);
 /// y (=, or +=) x, or y = c for `fill`.
 void copy_or_add(DType dtype, const void* x, void* y, int64_t n, bool add, cudaStream_t stream);
 void fill_value(DType dtype, void* y, int64_t n, double v, cudaStream_t stream);

@@ -299,7 +299,8 @@ void rnn_forward_typed(const OpAttrs& attrs, const OpContext& ctx, std::span<con
       WEFT_CHECK_AS(InternalError, ctx.random != nullptr)
           << attrs.where() << ": no random state (kRandom)";
       const double keep = 1.0 - p.p, scale = p.p < 1 ? 1.0 / (1.0 - p.p) : 0.0;
-      dropout_mask(mask.dtype(), m, mask.size(), keep, scale, ctx.random->engine(), stream_of(ctx));
+      dropout_mask(mask.dtype(), m, mask.size(), keep, scale, KernelSeed{ctx.random->engine()},
+                   stream_of(ctx));
       a.mask = m;
     } else {
       rnn_fill<DT>(m, mask.size(), 1.0, stream_of(ctx));

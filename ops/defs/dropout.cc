@@ -1,6 +1,6 @@
 // The definition of Dropout (inverted dropout with an optional mask shared along `axes`) and its
-// backward op: shapes, in-place options, resources, gradient. The CPU kernels are in
-// ops/cpu/dropout.cc.
+// backward op: shapes, in-place options, resources, gradient; and `_random_seed_next`, which
+// advances the seed words of captured graphs. The CPU kernels are in ops/cpu/dropout.cc.
 #include "ops/defs/dropout_params.h"
 #include "ops/defs/norm_common.h"
 
@@ -54,7 +54,8 @@ void register_dropout_ops(OpRegistry& r) {
       })
       .set_attr<FResourceRequest>(
           [](const OpAttrs& a, const std::vector<Shape>& in, const std::vector<Shape>& out) {
-            std::vector<ResourceRequest> res{{ResourceRequest::Kind::kRandom, 0}};
+            // Its CUDA kernel takes a device seed inside captured graphs (OpContext::device_seed).
+            std::vector<ResourceRequest> res{{ResourceRequest::Kind::kRandom, 0, true}};
             // A broadcast mask needs storage when its output is not kept; 8 bytes covers float64.
             if (!a.params<DropoutParam>().axes.to_vector().empty() && out.size() > 1 &&
                 out[1].known()) {
@@ -73,6 +74,29 @@ void register_dropout_ops(OpRegistry& r) {
       .set_input_names({"out_grad", "mask"})
       .set_output_names({"data_grad"})
       .set_attr<FInferShape>(dropout_backward_infer_shape);
+  r.register_op("_random_seed_next")
+      .describe(
+          "The next word of each seed word's sequence: data + 0x9E3779B97F4A7C15, wrapping, on "
+          "int64 words. A captured CUDA graph advances its random seed with it on the device, once "
+          "per replay (Note [Random numbers in captured graphs]).")
+      .set_input_names({"data"})
+      .set_output_names({"output"})
+      .set_attr<FInferShape>(
+          [](const OpAttrs& attrs, std::vector<Shape>& in, std::vector<Shape>& out) {
+            if (in[0].rank_known()) assign_output_shape(attrs, out, 0, in[0]);
+            if (out[0].rank_known()) assign_input_shape(attrs, in, 0, out[0]);
+            return all_known(in) && all_known(out);
+          })
+      .set_attr<FInferType>(
+          [](const OpAttrs& attrs, std::vector<DType>& in, std::vector<DType>& out) {
+            for (DType* t : {&in[0], &out[0]}) {
+              WEFT_CHECK_AS(ValueError, *t == DType::kUnknown || *t == DType::kInt64)
+                  << attrs.where() << ": seed words are int64, got " << dtype_name(*t);
+              *t = DType::kInt64;
+            }
+            return true;
+          })
+      .set_attr<FInplaceOption>(norm::inplace_first);
 }
 
 }  // namespace weft::detail

@@ -5,12 +5,14 @@
 // copies (mixed placement). Skips without a device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/profiler.h"
 #include "graph/symbol.h"
+#include "ndarray/runtime.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 #include "tests/gpu/gpu_model_case.h"
@@ -172,6 +174,63 @@ TEST(GpuCaptureBinding, TrainingStepsReplayBitForBit) {
   const CudaGraphInfo info = ex[1]->cuda_graph();
   EXPECT_TRUE(info.captured) << info.failure;
   EXPECT_EQ(info.launches, 4);  // steps 2 and 3, forward and backward each
+}
+
+// Note [Random numbers in captured graphs]: a training bind with Dropout is captured, and every
+// step (replays included) draws a new mask: y = x · mask with mask ∈ {0, 1/(1-p)}, about 1-p of
+// it kept, the gradient equal to the same mask, and masks of two steps different. Two executors
+// seeded alike draw the same masks.
+TEST(GpuCaptureBinding, DropoutTrainingIsCapturedWithNewMasksEveryStep) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  constexpr double kP = 0.3;
+  const Shape shape{64, 512};
+  Symbol x = Symbol::variable("data");
+  auto g = std::make_shared<const Graph>(
+      Symbol::op("Dropout", {x}, {{"p", std::to_string(kP)}}, "drop").to_graph());
+  auto bind = [&] {
+    BindOptions bo;
+    bo.device = Device::cuda(0);
+    bo.inputs.shapes["data"] = shape;
+    bo.cuda_graph = true;
+    bo.default_grad_req = GradReq::kWrite;
+    return Executor::bind(g, bo);
+  };
+  const NDArray data = NDArray::uniform(shape, 1, 2).copy_to(Device::cuda(0));
+  std::vector<std::vector<double>> masks[2];
+  for (int run = 0; run < 2; ++run) {
+    Runtime::get().seed(7);
+    auto ex = bind();
+    write_input(data, *ex);
+    const std::vector<double> xs = data.copy_to(Device::cpu()).to_doubles();
+    for (int step = 0; step < 5; ++step) {
+      ex->forward(true);
+      ex->backward();
+      const std::vector<double> y = ex->outputs()[0].copy_to(Device::cpu()).to_doubles();
+      const std::vector<double> dx = ex->grad("data").copy_to(Device::cpu()).to_doubles();
+      std::vector<double> mask(y.size());
+      size_t kept = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        mask[i] = static_cast<double>(static_cast<float>(y[i] / xs[i]));
+        const bool keep = std::abs(mask[i] - 1 / (1 - kP)) < 1e-5;
+        ASSERT_TRUE(keep || mask[i] == 0) << "step " << step << " element " << i << ": " << y[i];
+        ASSERT_NEAR(dx[i], keep ? 1 / (1 - kP) : 0, 1e-5) << "step " << step << " element " << i;
+        kept += keep;
+      }
+      const double frac = static_cast<double>(kept) / static_cast<double>(y.size());
+      EXPECT_NEAR(frac, 1 - kP, 0.02) << "step " << step;  // 32768 draws: 6 sigma is 0.015
+      masks[run].push_back(std::move(mask));
+    }
+    const CudaGraphInfo info = ex->cuda_graph();
+    EXPECT_TRUE(info.captured) << info.failure;
+    EXPECT_EQ(info.launches, 6);  // steps 2 to 4, forward and backward each
+  }
+  for (int step = 1; step < 5; ++step) {
+    size_t changed = 0;
+    for (size_t i = 0; i < masks[0][step].size(); ++i)
+      changed += masks[0][step][i] != masks[0][step - 1][i];
+    EXPECT_GT(changed, masks[0][step].size() / 4) << "step " << step << " repeats the mask";
+  }
+  for (int step = 0; step < 5; ++step) EXPECT_EQ(masks[0][step], masks[1][step]) << step;
 }
 
 // An op with a CPU kernel only, as a foreign operator registered through the C ABI for the CPU

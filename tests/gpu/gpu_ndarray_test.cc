@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -202,6 +203,21 @@ TEST(GpuNDArray, TinyOpsOverwrittenInALoopKeepTheirValues) {
   for (size_t i = 0; i < keep.size(); ++i) {
     std::vector<double> v = keep[i].to_doubles();
     for (double x : v) EXPECT_EQ(x, 5.0 + 49 * 100 + static_cast<double>(i)) << "result " << i;
+  }
+}
+
+// `_random_seed_next` (Note [Random numbers in captured graphs]) on the device: each word moves
+// on by the Weyl step, wrapping at 2^64; the reference is unsigned arithmetic on the host.
+TEST(GpuNDArray, SeedWordsAdvanceByTheWeylStep) {
+  REQUIRE_GPU();
+  const std::vector<int64_t> w = {0, 1, -1, INT64_MIN, INT64_MAX, 0x0123456789ABCDEF};
+  const NDArray x = NDArray::from_vector(Shape{static_cast<int64_t>(w.size())}, w).copy_to(kGpu);
+  const std::vector<int64_t> y =
+      invoke1("_random_seed_next", {x}).copy_to(Device::cpu()).to_vector<int64_t>();
+  ASSERT_EQ(y.size(), w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(static_cast<uint64_t>(y[i]), static_cast<uint64_t>(w[i]) + 0x9E3779B97F4A7C15ull)
+        << "word " << i;
   }
 }
 

@@ -8,16 +8,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "graph/symbol.h"
 #include "ndarray/runtime.h"
+#include "ops/defs/seed_word.h"
 #include "tests/engine/sim_gpu.h"
 
 namespace weft::graph::executor_detail {
@@ -56,6 +59,23 @@ struct Diamond {
   HostPool pool;
   bool break_capture = false;  // the join kernel synchronises its stream (refused in capture)
   size_t scratch_seen = 0;     // bytes the last kernel got from its temp allocator
+  // With make_random(): a and b are random nodes; the seeds they used when they last ran on the
+  // device (read there from the pass's word), and the generator their runs name.
+  RandomState generator;
+  uint64_t seed_a = 0, seed_b = 0;
+
+  void make_random() {
+    for (NodeRun& r : runs) {
+      if (r.name == "a" || r.name == "b") r.random = &generator;
+    }
+  }
+  // What a random kernel does with its seed: reads the word on the device when it runs.
+  static void record_seed(const OpContext& ctx, uint64_t* into) {
+    if (ctx.device_seed == nullptr) return;
+    sim().launch(ctx.run.stream, [word = ctx.device_seed, k = ctx.seed_offset, into] {
+      *into = seed_word::combine(*word, k);
+    });
+  }
 
   Diamond() : x(kN), a(kN), b(kN), c(kN) {
     Symbol in = Symbol::variable("x");
@@ -66,6 +86,7 @@ struct Diamond {
     // Kernels: slow device work on the given stream, reading and writing host memory.
     kernels["a"] = [this](const OpAttrs&, const OpContext& ctx, std::span<const TensorView>,
                           std::span<const OpReq>, std::span<const TensorView>) {
+      record_seed(ctx, &seed_a);
       sim().launch(
           ctx.run.stream,
           [this] {
@@ -75,6 +96,7 @@ struct Diamond {
     };
     kernels["b"] = [this](const OpAttrs&, const OpContext& ctx, std::span<const TensorView>,
                           std::span<const OpReq>, std::span<const TensorView>) {
+      record_seed(ctx, &seed_b);
       DataPtr scratch = ctx.temp_allocator->allocate_on(1000, ctx.run.stream, 64);
       scratch_seen = scratch.size();
       sim().launch(
@@ -192,6 +214,53 @@ TEST_F(SimCapture, OneStreamCapturesOnTheWorkersStreamAlone) {
   }
   EXPECT_EQ(capture.state(), GraphCapture::State::kCaptured) << capture.failure();
   EXPECT_EQ(capture.launches(), 3);
+}
+
+// Note [Random numbers in captured graphs]: two random nodes on two streams. The pass's word
+// starts from one draw of their generator, every pass (the graph's replays included) advances
+// it on the device first, and each node seeds itself from the word and its number. The
+// reference is the sequence computed here on the host.
+TEST_F(SimCapture, RandomNodesDrawFromASeedWordAdvancedOnTheDevice) {
+  Diamond d;
+  d.make_random();
+  d.generator.engine.seed(42);
+  std::mt19937_64 reference(42);
+  const uint64_t first = reference();
+  std::shared_ptr<Allocator> pool(&d.pool, [](Allocator*) {});
+  int advances = 0;
+  SeedAdvance advance = [&advances](uint64_t* word, const RunContext& rc) {
+    ++advances;  // on the host: once per eager pass, once at capture
+    sim().launch(rc.stream, [word] { *word = seed_word::next(*word); });
+  };
+  GraphCapture capture(Device::cuda(0), d.runs, &d.plan, pool, false, advance);
+  EXPECT_EQ(capture.random_runs(), 2u);
+  std::vector<uint64_t> seeds;
+  for (int pass = 1; pass <= 5; ++pass) {
+    run(capture, d, static_cast<float>(pass));
+    EXPECT_TRUE(d.check(static_cast<float>(pass)));
+    uint64_t word = first;
+    for (int k = 0; k < pass; ++k) word = seed_word::next(word);
+    EXPECT_EQ(d.seed_a, seed_word::combine(word, 0)) << "pass " << pass;
+    EXPECT_EQ(d.seed_b, seed_word::combine(word, 1)) << "pass " << pass;
+    EXPECT_EQ(*capture.seed_word(), word) << "pass " << pass;
+    seeds.push_back(d.seed_a);
+    seeds.push_back(d.seed_b);
+  }
+  EXPECT_EQ(capture.state(), GraphCapture::State::kCaptured) << capture.failure();
+  EXPECT_EQ(capture.launches(), 4);
+  EXPECT_EQ(advances, 2) << "replays must advance the word without the host";
+  std::sort(seeds.begin(), seeds.end());
+  EXPECT_EQ(std::unique(seeds.begin(), seeds.end()), seeds.end()) << "a seed repeated";
+  // The generator was drawn from once, at the first pass; nodes keep no device seed afterwards.
+  EXPECT_EQ(d.generator.engine(), reference());
+  for (const NodeRun& r : d.runs) EXPECT_EQ(r.device_seed, nullptr);
+}
+
+TEST_F(SimCapture, RandomNodesNeedASeedAdvance) {
+  Diamond d;
+  d.make_random();
+  std::shared_ptr<Allocator> pool(&d.pool, [](Allocator*) {});
+  EXPECT_THROW(GraphCapture(Device::cuda(0), d.runs, &d.plan, pool), Error);
 }
 
 }  // namespace
