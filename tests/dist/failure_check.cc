@@ -23,6 +23,7 @@
 #include "dist/dist.h"
 #include "dist/gpu_collectives.h"
 #include "ndarray/runtime.h"
+#include "tests/dist/gpu_group.h"
 
 using namespace weft;
 using Clock = std::chrono::steady_clock;
@@ -52,26 +53,7 @@ int report(const std::string& mode, bool ok, const std::string& detail) {
 }
 
 // Why this group cannot run GPU collectives ("" when it can); every rank agrees.
-std::string gpu_skip_reason() {
-  int gpus = 0;
-  if (DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA)) {
-    try {
-      gpus = api->device_count();
-    } catch (const std::exception&) {
-      gpus = 0;
-    }
-  }
-  std::string why;
-  if (!dist::detail::have_nccl()) {
-    why = "no NCCL in this build";
-  } else if (gpus < dist::local_size()) {
-    why = "no GPU per process";
-  }
-  NDArray ready = NDArray::full(Shape{1}, why.empty() ? 1.0 : 0.0, DType::kInt32);
-  dist::allreduce(ready, ready, dist::ReduceOp::kMin, dist::CollectiveOptions{"gpu_ready", 0});
-  if (why.empty() && ready.item() == 0) why = "another rank has no GPU of its own";
-  return why;
-}
+std::string gpu_skip_reason() { return dist::test_support::gpu_group_skip_reason("gpu_ready"); }
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "dist/meta.h"
 #include "dist/transport.h"
 #include "ndarray/ops.h"
+#include "tests/dist/gpu_group.h"
 
 #if WEFT_USE_MPI
 #define OMPI_SKIP_MPICXX 1
@@ -33,29 +34,7 @@ namespace {
 
 // Why the GPU tests cannot run here ("" when they can); every rank agrees (one CPU allreduce).
 const std::string& gpu_skip_reason() {
-  static const std::string reason = [] {
-    int gpus = 0;
-    if (DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA)) {
-      try {
-        gpus = api->device_count();
-      } catch (const std::exception&) {
-        gpus = 0;
-      }
-    }
-    std::string why;
-    if (!detail::have_nccl()) {
-      why = "this build has no NCCL (WEFT_USE_NCCL)";
-    } else if (gpus == 0) {
-      why = "no GPU";
-    } else if (gpus < local_size()) {
-      why = std::to_string(local_size()) + " processes on this host share " + std::to_string(gpus) +
-            " GPU(s); NCCL needs one per process";
-    }
-    NDArray ready = NDArray::full(Shape{1}, why.empty() ? 1.0 : 0.0, DType::kInt32);
-    allreduce(ready, ready, ReduceOp::kMin, CollectiveOptions{"nccl_test.ready", 0});
-    if (why.empty() && ready.item() == 0) why = "another rank cannot run the GPU tests";
-    return why;
-  }();
+  static const std::string reason = test_support::gpu_group_skip_reason("nccl_test.ready");
   return reason;
 }
 
