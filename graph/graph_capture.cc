@@ -162,6 +162,7 @@ GraphCapture::~GraphCapture() {
   }
   if (graph_ != nullptr) api_->destroy_graph(device_, graph_);
   scratch_.reset();  // the pool records these frees on stream 0, still alive here
+  seed_word_.reset();  // likewise: it was allocated on stream 0
   for (const Stream& s : streams_) api_->destroy_stream(s);
 }
 
