@@ -161,7 +161,7 @@ GraphCapture::~GraphCapture() {
     // A device error belongs to the run that caused it; the capture is going away.
   }
   if (graph_ != nullptr) api_->destroy_graph(device_, graph_);
-  scratch_.reset();  // the pool records these frees on stream 0, still alive here
+  scratch_.reset();    // the pool records these frees on stream 0, still alive here
   seed_word_.reset();  // likewise: it was allocated on stream 0
   for (const Stream& s : streams_) api_->destroy_stream(s);
 }

@@ -22,8 +22,7 @@ std::vector<int64_t> words() {
 
 void check_next(Device device) {
   const std::vector<int64_t> w = words();
-  const NDArray x =
-      NDArray::from_vector(Shape{static_cast<int64_t>(w.size())}, w).copy_to(device);
+  const NDArray x = NDArray::from_vector(Shape{static_cast<int64_t>(w.size())}, w).copy_to(device);
   const std::vector<int64_t> y = invoke1("_random_seed_next", {x}).to_vector<int64_t>();
   ASSERT_EQ(y.size(), w.size());
   for (size_t i = 0; i < w.size(); ++i) {
