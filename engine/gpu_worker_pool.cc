@@ -124,14 +124,21 @@ void GpuWorkerPool::shutdown() {
 bool GpuWorkerPool::is_current_thread_worker() const { return t_gpu_pool == this; }
 
 // A successor pinned to a stream (Note [Stream plans]) runs inline only on that stream's worker,
-// so that a stream plan is a guarantee, not a preference; unpinned ones keep the engine's rule.
+// so that a stream plan is a guarantee, not a preference, and a copy only on its direction's
+// copy worker (where choose() sends it); unpinned compute work keeps the engine's rule.
 bool GpuWorkerPool::may_run_inline(const OprBlock& op) const {
   if (t_gpu_pool != this) return false;
-  if (op.stream_hint < 0 || op.property == FnProperty::kCopyToDevice ||
-      op.property == FnProperty::kCopyFromDevice) {
+  size_t worker;
+  if (op.property == FnProperty::kCopyToDevice) {
+    worker = static_cast<size_t>(compute_);
+  } else if (op.property == FnProperty::kCopyFromDevice) {
+    worker = static_cast<size_t>(compute_) + 1;
+  } else if (op.stream_hint >= 0) {
+    worker = static_cast<size_t>(op.stream_hint % compute_);
+  } else {
     return true;
   }
-  return workers_[static_cast<size_t>(op.stream_hint % compute_)]->clock.get() == t_gpu_clock;
+  return workers_[worker]->clock.get() == t_gpu_clock;
 }
 
 void GpuWorkerPool::synchronize() {

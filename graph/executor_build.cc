@@ -174,6 +174,7 @@ void ExecutorImpl::build_runs() {
           RandomResource& rnd = Runtime::get().random(dev);
           r.random = &rnd.state;
           r.device_seed_ok = q.device_seed;
+          r.random_train_only = q.train_only;
           r.writes.push_back(rnd.var);
         }
       }
@@ -263,8 +264,9 @@ ExecutorImpl::CapturedRange ExecutorImpl::make_capture(size_t begin, size_t end,
   c.reads.erase(std::unique(c.reads.begin(), c.reads.end()), c.reads.end());
   SeedAdvance advance;
   if (std::any_of(runs_.begin() + static_cast<ptrdiff_t>(begin),
-                  runs_.begin() + static_cast<ptrdiff_t>(end),
-                  [](const NodeRun& r) { return r.random != nullptr; })) {
+                  runs_.begin() + static_cast<ptrdiff_t>(end), [is_train](const NodeRun& r) {
+                    return r.random != nullptr && (is_train || !r.random_train_only);
+                  })) {
     advance = seed_advance(options_.device.type);
   }
   c.capture = std::make_unique<GraphCapture>(

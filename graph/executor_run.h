@@ -45,7 +45,8 @@ struct NodeRun {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   RandomState* random = nullptr;
-  bool device_seed_ok = false;  // its random request allows a device seed (captured graphs)
+  bool device_seed_ok = false;     // its random request allows a device seed (captured graphs)
+  bool random_train_only = false;  // its op draws in training only
   // Set by a capture for the duration of the node's call (Note [Random numbers in captured
   // graphs]): the pass's seed word and the node's number among the pass's random nodes.
   const uint64_t* device_seed = nullptr;

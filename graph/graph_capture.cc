@@ -49,10 +49,15 @@ namespace weft::graph::executor_detail {
 // moves the word on without the host. The k-th random node of the pass reads the word when it
 // runs and seeds itself with seed_word::combine(word, k) (OpContext::device_seed and
 // seed_offset; ops/defs/seed_word.h). The word starts from one draw of the device's generator
-// on the host in the first (eager) pass, so `seed` still makes runs reproducible; eager passes
-// of the capture (the warm-up, a fallback after a failed capture) use the word the same way, so
-// pass n draws the same numbers whether it was launched from a graph or not. An op opts in with
-// ResourceRequest::device_seed (Dropout); others (RReLU) keep their graphs eager.
+// on the host in the first pass, and is drawn again (before the next pass or launch, outside any
+// capture) after Runtime::seed reseeds the generator, so `seed` makes runs reproducible as it
+// does without graphs; eager passes of the capture (the warm-up, a fallback after a failed
+// capture) use the word the same way, so pass n draws the same numbers whether it was launched
+// from a graph or not. Passes pushed node by node while the profiler records draw from the
+// generator on the host instead and leave the word alone. An op opts in with
+// ResourceRequest::device_seed (Dropout); others (RReLU) keep their graphs eager. One that draws
+// in training only (ResourceRequest::train_only: Dropout with mode=training) is no random node
+// of an inference pass, which then needs no word.
 class CaptureScratch final : public Allocator {
  public:
   CaptureScratch(Allocator* pool, Device device, int streams)
@@ -118,6 +123,12 @@ GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamP
       advance_(std::move(advance)) {
   WEFT_CHECK(api_->can_capture()) << "CUDA graph capture: " << to_string(device)
                                   << " cannot capture streams";
+  for (size_t k = 0; k < runs_.size(); ++k) {
+    const NodeRun& r = runs_[k];
+    if (r.random != nullptr && (is_train_ || !r.random_train_only)) random_runs_.push_back(k);
+  }
+  WEFT_CHECK(random_runs_.empty() || static_cast<bool>(advance_))
+      << "CUDA graph capture: " << random_runs_.size() << " random nodes and no seed advance";
   // Every stream the runs use is the capture's own (Note [Capture streams]).
   for (int s = 0; s < num_streams_; ++s) streams_.push_back(api_->create_stream(device));
   if (plan_) {
@@ -142,14 +153,23 @@ GraphCapture::GraphCapture(Device device, std::span<NodeRun> runs, const StreamP
   done_ = api_->create_event(device);
   scratch_ = std::make_unique<CaptureScratch>(pool_.get(), device, num_streams_);
   need_.assign(static_cast<size_t>(num_streams_), 0);
-  for (size_t k = 0; k < runs_.size(); ++k) {
-    if (runs_[k].random != nullptr) random_runs_.push_back(k);
-  }
   if (!random_runs_.empty()) {
-    WEFT_CHECK(static_cast<bool>(advance_))
-        << "CUDA graph capture: " << random_runs_.size() << " random nodes and no seed advance";
     seed_word_ = pool_->allocate_on(sizeof(uint64_t), streams_[0], 256);
   }
+}
+
+// Note [Random numbers in captured graphs]: the word's start, drawn from the generator on the
+// first pass and again after Runtime::seed reseeded it, copied on `stream` outside any capture.
+// The copy may read seed_init_ only when it runs, so a redraw first waits for earlier passes.
+void GraphCapture::load_seed(const Stream& stream) {
+  if (random_runs_.empty()) return;
+  RandomState& generator = *runs_[random_runs_[0]].random;
+  if (seeded_ && generator.reseeds == reseeds_seen_) return;
+  if (seeded_) done_.synchronize();
+  seed_init_ = generator.engine();
+  reseeds_seen_ = generator.reseeds;
+  seeded_ = true;
+  api_->copy(seed_word_.get(), device_, &seed_init_, Device::cpu(), sizeof(uint64_t), stream);
 }
 
 GraphCapture::~GraphCapture() {
@@ -186,14 +206,9 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
     entry_.block(main);
   }
   if (!random_runs_.empty()) {
-    auto* word = static_cast<uint64_t*>(seed_word_.get());
-    if (!seeded_) {  // the first pass, eager: the host may draw and copy
-      seed_init_ = runs_[random_runs_[0]].random->engine();
-      api_->copy(word, device_, &seed_init_, Device::cpu(), sizeof(uint64_t), main);
-      seeded_ = true;
-    }
+    if (mode != Mode::kCapture) load_seed(main);  // a graph's launch loads it before (run())
     CurrentStreamScope current(main);
-    advance_(word, RunContext{rc.device, main, rc.worker});
+    advance_(static_cast<uint64_t*>(seed_word_.get()), RunContext{rc.device, main, rc.worker});
   }
   if (num_streams_ > 1) {
     fork_.record(main);
@@ -214,11 +229,11 @@ void GraphCapture::run_nodes(Engine& engine, const RunContext& rc, Mode mode) {
       scratch_->begin_node(s, mode == Mode::kMeasure);
       r.temp_allocator = scratch_.get();
     }
-    if (r.random != nullptr) {
+    const auto random_it =
+        std::find(random_runs_.begin(), random_runs_.end(), static_cast<size_t>(&r - runs_.data()));
+    if (random_it != random_runs_.end()) {
       r.device_seed = static_cast<const uint64_t*>(seed_word_.get());
-      r.seed_offset = static_cast<uint64_t>(
-          std::find(random_runs_.begin(), random_runs_.end(), &r - runs_.data()) -
-          random_runs_.begin());
+      r.seed_offset = static_cast<uint64_t>(random_it - random_runs_.begin());
     }
     try {
       r.run(is_train_, engine, node_rc);
@@ -283,6 +298,7 @@ void GraphCapture::run(Engine& engine, const RunContext& rc) {
       [[fallthrough]];
     }
     case State::kCaptured:
+      load_seed(rc.stream);  // the graph advances the word first, on the same stream
       api_->launch_graph(graph_, rc.stream);
       launches_.fetch_add(1, std::memory_order_relaxed);
       break;

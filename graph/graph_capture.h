@@ -62,6 +62,7 @@ class GraphCapture {
  private:
   enum class Mode { kEager, kMeasure, kCapture };
   void run_nodes(Engine& engine, const RunContext& rc, Mode mode);
+  void load_seed(const Stream& stream);
 
   Device device_;
   DeviceAPI* api_ = nullptr;
@@ -82,7 +83,8 @@ class GraphCapture {
   SeedAdvance advance_;
   std::vector<size_t> random_runs_;  // indices into runs_ of the nodes with a random resource
   DataPtr seed_word_;                // one uint64_t on the device
-  uint64_t seed_init_ = 0;           // the word's first value, copied from here once
+  uint64_t seed_init_ = 0;           // the word's start, copied from here (load_seed)
+  uint64_t reseeds_seen_ = 0;        // the generator's reseeds when seed_init_ was drawn
   bool seeded_ = false;              // seed_init_ drawn and its copy enqueued
   std::vector<size_t> need_;         // per plan stream: the most scratch one node there used
   void* graph_ = nullptr;

@@ -249,6 +249,8 @@ RandomResource& Runtime::random(Device device) {
   auto& slot = randoms_[device];
   if (!slot) {
     slot = std::make_unique<RandomResource>();
+    slot->state.engine.seed(seed_);
+    slot->state.seed = seed_;
     slot->var = engine_->new_var();
   }
   return *slot;
@@ -258,6 +260,7 @@ void Runtime::seed(uint64_t seed) {
   std::vector<RandomResource*> all;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    seed_ = seed;
     for (auto& [device, r] : randoms_) all.push_back(r.get());
   }
   if (all.empty()) all.push_back(&random(Device::cpu()));
@@ -266,10 +269,11 @@ void Runtime::seed(uint64_t seed) {
         [r, seed](const RunContext&) {
           r->state.engine.seed(seed);
           r->state.seed = seed;
+          ++r->state.reseeds;
         },
         Device::cpu(), {}, {r->var}, FnProperty::kNormal, 0, "random_seed");
   }
-  // Devices created later start from their default seed 0; seed them too when they appear.
+  // Generators made later start from this seed too (random()), as MXNet's seed() does.
 }
 
 int Runtime::kernel_started() {

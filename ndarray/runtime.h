@@ -85,9 +85,10 @@ class Runtime {
   std::shared_ptr<PooledAllocator> shared_allocator(Device device) {
     return allocator_slow(device);
   }
-  /// The random resource of `device` (created on first use, seeded with 0).
+  /// The random resource of `device` (created on first use, seeded with the last seed() or 0).
   RandomResource& random(Device device);
-  /// Reseeds every device's generator; ordered after all draws already pushed. Thread-safe.
+  /// Reseeds every device's generator, and those of devices first used later; ordered after all
+  /// draws already pushed. Thread-safe.
   void seed(uint64_t seed);
   /// Distinguishes this runtime from earlier ones (Runtime::reset): storage made under another
   /// generation no longer touches the engine.
@@ -113,6 +114,7 @@ class Runtime {
   std::mutex mutex_;
   std::unordered_map<Device, std::shared_ptr<PooledAllocator>> allocators_;
   std::unordered_map<Device, std::unique_ptr<RandomResource>> randoms_;
+  uint64_t seed_ = 0;  // guarded by mutex_: the last seed(), for generators made later
   uint64_t generation_;
   std::atomic<int> running_kernels_{0};
 };

@@ -67,12 +67,16 @@ struct ResourceRequest {
   /// set, so its node can be captured in a CUDA graph (Note [Random numbers in captured graphs]
   /// in graph/graph_capture.cc). Ops without it keep a graph from being captured.
   bool device_seed = false;
+  /// kRandom only: the op draws numbers in training only (Dropout with mode=training), so a
+  /// pass in inference mode needs no seed for it.
+  bool train_only = false;
 };
 
 /// A device's random-number state. Accessed only inside operations that write its engine var.
 struct RandomState {
   std::mt19937_64 engine{0};
   uint64_t seed = 0;
+  uint64_t reseeds = 0;  ///< times Runtime::seed reseeded it (captured graphs redraw their word)
 };
 
 /// State kept between calls of a stateful op (FCreateOpState). Subclass it.

@@ -54,8 +54,10 @@ void register_dropout_ops(OpRegistry& r) {
       })
       .set_attr<FResourceRequest>(
           [](const OpAttrs& a, const std::vector<Shape>& in, const std::vector<Shape>& out) {
-            // Its CUDA kernel takes a device seed inside captured graphs (OpContext::device_seed).
-            std::vector<ResourceRequest> res{{ResourceRequest::Kind::kRandom, 0, true}};
+            // Its CUDA kernel takes a device seed inside captured graphs (OpContext::device_seed);
+            // with mode=training it draws nothing at inference.
+            const bool train_only = a.params<DropoutParam>().mode == DropoutMode::kTraining;
+            std::vector<ResourceRequest> res{{ResourceRequest::Kind::kRandom, 0, true, train_only}};
             // A broadcast mask needs storage when its output is not kept; 8 bytes covers float64.
             if (!a.params<DropoutParam>().axes.to_vector().empty() && out.size() > 1 &&
                 out[1].known()) {

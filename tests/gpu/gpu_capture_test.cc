@@ -180,7 +180,7 @@ TEST(GpuCaptureBinding, TrainingStepsReplayBitForBit) {
 // Note [Random numbers in captured graphs]: a training bind with Dropout is captured, and every
 // step (replays included) draws a new mask: y = x · mask with mask ∈ {0, 1/(1-p)}, about 1-p of
 // it kept, the gradient equal to the same mask, and masks of two steps different. Two executors
-// seeded alike draw the same masks.
+// seeded alike draw the same masks, and a replay after seeding again repeats the first one.
 TEST(GpuCaptureBinding, DropoutTrainingIsCapturedWithNewMasksEveryStep) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   constexpr double kP = 0.3;
@@ -224,6 +224,15 @@ TEST(GpuCaptureBinding, DropoutTrainingIsCapturedWithNewMasksEveryStep) {
     const CudaGraphInfo info = ex->cuda_graph();
     EXPECT_TRUE(info.captured) << info.failure;
     EXPECT_EQ(info.launches, 8);  // steps 1 to 4, forward and backward each
+    if (run == 1) {               // seeded again: the replay starts the masks over
+      Runtime::get().seed(7);
+      ex->forward(true);
+      const std::vector<double> y = ex->outputs()[0].copy_to(Device::cpu()).to_doubles();
+      size_t same = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        same += static_cast<double>(static_cast<float>(y[i] / xs[i])) == masks[0][0][i];
+      EXPECT_EQ(same, y.size()) << "a reseeded replay did not repeat the first mask";
+    }
   }
   for (int step = 1; step < 5; ++step) {
     size_t changed = 0;

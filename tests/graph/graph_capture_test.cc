@@ -252,8 +252,38 @@ TEST_F(SimCapture, RandomNodesDrawFromASeedWordAdvancedOnTheDevice) {
   std::sort(seeds.begin(), seeds.end());
   EXPECT_EQ(std::unique(seeds.begin(), seeds.end()), seeds.end()) << "a seed repeated";
   // The generator was drawn from once, at the first pass; nodes keep no device seed afterwards.
-  EXPECT_EQ(d.generator.engine(), reference());
+  std::mt19937_64 after(42);
+  after.discard(1);
+  EXPECT_TRUE(d.generator.engine == after);
   for (const NodeRun& r : d.runs) EXPECT_EQ(r.device_seed, nullptr);
+  // Reseeded (as Runtime::seed does): the next replay starts the sequence again, as a new
+  // capture would.
+  d.generator.engine.seed(42);
+  ++d.generator.reseeds;
+  run(capture, d, 6);
+  EXPECT_EQ(d.seed_a, seed_word::combine(seed_word::next(first), 0));
+  EXPECT_EQ(d.seed_b, seed_word::combine(seed_word::next(first), 1));
+  EXPECT_EQ(capture.launches(), 5);
+  EXPECT_EQ(advances, 2);
+}
+
+// An op that draws in training only (Dropout with mode=training) is no random node of an
+// inference pass: no word, no advance, no device seed.
+TEST_F(SimCapture, TrainOnlyRandomNodesNeedNoSeedAtInference) {
+  Diamond d;
+  d.make_random();
+  for (NodeRun& r : d.runs) r.random_train_only = true;
+  std::shared_ptr<Allocator> pool(&d.pool, [](Allocator*) {});
+  int advances = 0;
+  SeedAdvance advance = [&advances](uint64_t*, const RunContext&) { ++advances; };
+  GraphCapture capture(Device::cuda(0), d.runs, &d.plan, pool, false, advance);
+  EXPECT_EQ(capture.random_runs(), 0u);
+  EXPECT_EQ(capture.seed_word(), nullptr);
+  for (int pass = 0; pass < 3; ++pass) run(capture, d, static_cast<float>(pass));
+  EXPECT_EQ(advances, 0);
+  EXPECT_EQ(d.seed_a, 0u);
+  GraphCapture training(Device::cuda(0), d.runs, &d.plan, pool, true, advance);
+  EXPECT_EQ(training.random_runs(), 2u);
 }
 
 TEST_F(SimCapture, RandomNodesNeedASeedAdvance) {
