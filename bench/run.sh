@@ -39,7 +39,10 @@
 # which PyTorch's matrix products run on the reference BLAS).
 #
 # WEFT_BENCH_BUILD_DIR overrides the build tree (default <repo>/build-bench, configured without
-# CUDA; <repo>/build-bench-gpu for the gpu suite). A tree that lacks the
+# CUDA; <repo>/build-bench-gpu for the gpu suite). WEFT_BENCH_USE_TREE=1 takes that tree as it is
+# configured (build type, CUDA) and only turns the benchmarks on in it: CI points it at the tree
+# the tests built, so that nothing is compiled twice (its figures are then of that build type, and
+# the report says so). A tree that lacks the
 # suite's target (configured before the peer was installed) is configured again.
 # Build output goes to stderr; stdout carries only the benchmark's report ("# ..." header and
 # detail lines, and the "compare ..." lines). WEFT_BENCH_JOBS overrides the build parallelism
@@ -171,6 +174,11 @@ tbb_missing_message() {
 }
 
 cache="${build}/CMakeCache.txt"
+use_tree="${WEFT_BENCH_USE_TREE:-0}"
+if [[ "${use_tree}" == 1 && ! -f "${cache}" ]]; then
+  echo "error: WEFT_BENCH_USE_TREE=1 but ${build} is not a configured tree" >&2
+  exit 1
+fi
 configure() {
   generator=()
   if [[ ! -f "${cache}" ]]; then
@@ -187,8 +195,9 @@ configure() {
   # on two cores): only the gpu suite, in its own tree, builds with CUDA.
   local cuda=OFF
   [[ "${suite}" == gpu || "${suite}" == gpu-replay ]] && cuda=AUTO
-  if ! cmake -S "${repo}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-         -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_USE_CUDA="${cuda}" \
+  local settings=(-DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=OFF -DWEFT_USE_CUDA="${cuda}")
+  [[ "${use_tree}" == 1 ]] && settings=()
+  if ! cmake -S "${repo}" -B "${build}" "${generator[@]}" "${settings[@]}" -DWEFT_BUILD_BENCH=ON \
          ${WEFT_BENCH_CMAKE_ARGS:-} \
          >"${configure_log}" 2>&1; then
     cat "${configure_log}" >&2
@@ -210,10 +219,15 @@ missing_targets() {
   done
 }
 
-# Configure when there is no tree yet, or the tree is not a Release build with the benchmarks on.
+# Configure when there is no tree yet, or the tree is not a Release build with the benchmarks on
+# (any build type with WEFT_BENCH_USE_TREE=1).
 if [[ ! -f "${cache}" ]] || ! grep -q '^WEFT_BUILD_BENCH:BOOL=ON$' "${cache}" ||
-   ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "${cache}"; then
+   { [[ "${use_tree}" != 1 ]] && ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "${cache}"; }; then
   configure
+fi
+if [[ "${use_tree}" == 1 ]]; then
+  echo "bench ${suite}: built in ${build} as $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${cache}")" \
+       "(WEFT_BENCH_USE_TREE=1; recorded figures come from a Release tree)" >&2
 fi
 # A target the tree does not know: it was configured before the suite's peer was installed
 # (bench/ops defines weft_ops_bench only when CMake finds libtorch, and a tree configured without
