@@ -5,10 +5,15 @@
 
 namespace weft::capi {
 
+// Note [Generation-checked handles]: constant-initialised, so usable from any static
+// initialiser or destructor; the tables are never destroyed (trivially destructible).
+constinit HandleTable<weft_array_s> g_array_handles{HandleKind::kArray, "array"};
+static_assert(std::is_trivially_destructible_v<HandleTable<weft_array_s>>);
+
 weft_array_t new_array_handle(NDArray array) {
-  auto* h = new weft_array_s();
-  h->array = std::move(array);
-  return h;
+  auto object = std::make_unique<weft_array_s>();
+  object->array = std::move(array);
+  return make_handle(g_array_handles, std::move(object));
 }
 
 }  // namespace weft::capi
@@ -52,9 +57,7 @@ int weft_array_retain(weft_array_t array, weft_array_t* out) {
 
 int weft_array_free(weft_array_t array) {
   WEFT_C_BEGIN
-  if (array == nullptr) return 0;
-  array_of(array, "array").magic = kDeadMagic;
-  delete array;
+  free_handle(g_array_handles, array, "array", "array");
   WEFT_C_END("weft_array_free")
 }
 

@@ -1,6 +1,7 @@
 // The C ABI: DLPack exchange, zero-copy both ways (DLManagedTensor of DLPack 0.6 and the
 // versioned DLManagedTensorVersioned of DLPack 1.x). See docs/C_API.md, "DLPack".
 #include <cstring>
+#include <limits>
 
 #include "base/build_config.h"
 #include "capi/c_api_internal.h"
@@ -93,7 +94,18 @@ void check_tensor(const DLTensor& t, Shape& shape, DType& dtype, Device& device)
   }
   const size_t bytes = shape_bytes(shape, dtype_size(dtype), "the DLPack tensor");
   WEFT_CHECK_AS(ValueError, bytes == 0 || t.data != nullptr) << "the tensor's data is NULL";
-  const auto address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  // data + byte_offset + the extent (compact: `bytes`) must stay inside the address space; each
+  // sum is checked before it is made, so nothing wraps around.
+  const auto base = reinterpret_cast<uintptr_t>(t.data);
+  constexpr uintptr_t kTop = std::numeric_limits<uintptr_t>::max();
+  WEFT_CHECK_AS(ValueError, t.byte_offset <= kTop - base)
+      << "the tensor's byte_offset " << t.byte_offset << " added to its data pointer 0x" << std::hex
+      << base << std::dec << " wraps around the address space";
+  const uintptr_t address = base + static_cast<uintptr_t>(t.byte_offset);
+  WEFT_CHECK_AS(ValueError, bytes <= kTop - address)
+      << "the tensor's " << bytes << " bytes (shape " << shape << ", " << dtype_name(dtype)
+      << ") at data 0x" << std::hex << base << std::dec << " + byte_offset " << t.byte_offset
+      << " extend past the end of the address space";
   WEFT_CHECK_AS(ValueError, address % dtype_size(dtype) == 0)
       << "the tensor's data (with byte_offset " << t.byte_offset << ") is not aligned to its "
       << dtype_size(dtype) << "-byte elements";

@@ -2,6 +2,14 @@
 #include "capi/c_api_internal.h"
 #include "graph/json.h"
 
+namespace weft::capi {
+
+// Note [Generation-checked handles].
+constinit HandleTable<weft_graph_s> g_graph_handles{HandleKind::kGraph, "graph"};
+constinit HandleTable<weft_executor_s> g_executor_handles{HandleKind::kExecutor, "executor"};
+
+}  // namespace weft::capi
+
 using namespace weft;        // NOLINT(google-build-using-namespace)
 using namespace weft::capi;  // NOLINT(google-build-using-namespace)
 
@@ -14,9 +22,9 @@ int weft_graph_load_json(const char* json, size_t length, weft_graph_t* out) {
   WEFT_CHECK_AS(ValueError, length == 0 || json != nullptr) << "argument 'json' is NULL";
   auto g = std::make_shared<const graph::Graph>(
       graph::load_json(std::string_view(json != nullptr ? json : "", length)));
-  auto* h = new weft_graph_s();
+  auto h = std::make_unique<weft_graph_s>();
   h->graph = std::move(g);
-  *out = h;
+  *out = make_handle(g_graph_handles, std::move(h));
   WEFT_C_END("weft_graph_load_json")
 }
 
@@ -26,17 +34,15 @@ int weft_graph_load_file(const char* path, weft_graph_t* out) {
   require(path, "path");
   *out = nullptr;
   auto g = std::make_shared<const graph::Graph>(graph::load_json_file(path));
-  auto* h = new weft_graph_s();
+  auto h = std::make_unique<weft_graph_s>();
   h->graph = std::move(g);
-  *out = h;
+  *out = make_handle(g_graph_handles, std::move(h));
   WEFT_C_END("weft_graph_load_file")
 }
 
 int weft_graph_free(weft_graph_t graph) {
   WEFT_C_BEGIN
-  if (graph == nullptr) return 0;
-  graph_of(graph, "graph").magic = kDeadMagic;
-  delete graph;
+  free_handle(g_graph_handles, graph, "graph", "graph");
   WEFT_C_END("weft_graph_free")
 }
 
@@ -61,22 +67,15 @@ int weft_executor_bind(weft_graph_t graph, weft_device_t device, const char* con
     const std::string arg = "shapes[" + std::to_string(i) + "]";
     options.inputs.shapes[input_names[i]] = to_shape(shapes[i], ndims[i], arg.c_str());
   }
-  auto* h = new weft_executor_s();
-  try {
-    h->exec = graph::Executor::bind(g.graph, options);
-  } catch (...) {
-    delete h;
-    throw;
-  }
-  *out = h;
+  auto h = std::make_unique<weft_executor_s>();
+  h->exec = graph::Executor::bind(g.graph, options);
+  *out = make_handle(g_executor_handles, std::move(h));
   WEFT_C_END("weft_executor_bind")
 }
 
 int weft_executor_free(weft_executor_t exec) {
   WEFT_C_BEGIN
-  if (exec == nullptr) return 0;
-  executor_of(exec, "exec").magic = kDeadMagic;
-  delete exec;
+  free_handle(g_executor_handles, exec, "executor", "exec");
   WEFT_C_END("weft_executor_free")
 }
 

@@ -1,4 +1,4 @@
-// Internals shared by the C ABI's translation units: the error boundary, handle structs and the
+// Internals shared by the C ABI's translation units: the error boundary, handle tables and the
 // conversions between C values and weft's types. Nothing here is part of the ABI.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "capi/handle_table.h"
 #include "engine/engine.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
@@ -37,26 +38,17 @@ inline void require(const T* p, const char* argument) {
   WEFT_CHECK_AS(ValueError, p != nullptr) << "argument '" << argument << "' is NULL";
 }
 
-// ---- handles -----------------------------------------------------------------------------------
-inline constexpr uint32_t kArrayMagic = 0x41726179;     // "Aray"
-inline constexpr uint32_t kGraphMagic = 0x47726170;     // "Grap"
-inline constexpr uint32_t kExecutorMagic = 0x45786563;  // "Exec"
-inline constexpr uint32_t kDeadMagic = 0xdeadbeef;
-
 }  // namespace weft::capi
 
-// The opaque handle types of c_api.h. Each begins with a magic number checked on every use, so
-// a NULL, freed or foreign pointer is (in the common cases) refused with an error, not followed.
+// The objects behind the opaque handle types of c_api.h. A handle is a token naming one of them
+// in a HandleTable, never its address (Note [Generation-checked handles]).
 struct weft_array_s {
-  uint32_t magic = weft::capi::kArrayMagic;
   weft::NDArray array;
 };
 struct weft_graph_s {
-  uint32_t magic = weft::capi::kGraphMagic;
   std::shared_ptr<const weft::graph::Graph> graph;
 };
 struct weft_executor_s {
-  uint32_t magic = weft::capi::kExecutorMagic;
   std::unique_ptr<weft::graph::Executor> exec;
   std::vector<weft::NDArray> outputs;  // handles to hand out
 };
@@ -67,24 +59,60 @@ struct weft_attrs_s {
 
 namespace weft::capi {
 
-/// The handle behind `handle` after checking it is not NULL and carries `magic`; ValueError
-/// naming the argument and the handle kind otherwise.
-template <typename H>
-H& checked_handle(H* handle, uint32_t magic, const char* kind, const char* argument) {
-  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
-  WEFT_CHECK_AS(ValueError, handle->magic == magic)
-      << "argument '" << argument << "' is not a live weft " << kind << " handle (freed, or not a "
-      << kind << ")";
-  return *handle;
+static_assert(sizeof(void*) == sizeof(uint64_t), "handle tokens need 64-bit pointers");
+
+/// The live handles of each kind (defined in c_api_array.cc and c_api_graph.cc).
+extern HandleTable<weft_array_s> g_array_handles;
+extern HandleTable<weft_graph_s> g_graph_handles;
+extern HandleTable<weft_executor_s> g_executor_handles;
+
+inline uint64_t token_of(const void* handle) { return reinterpret_cast<uintptr_t>(handle); }
+template <typename S>
+S* handle_of(uint64_t token) {
+  return reinterpret_cast<S*>(static_cast<uintptr_t>(token));
 }
+
+/// Throws ValueError: `handle` (not NULL) is not a live handle of `table`'s kind.
+template <typename S>
+[[noreturn]] void throw_not_live(const HandleTable<S>& table, const S* handle, const char* kind,
+                                 const char* argument) {
+  const uint64_t token = token_of(handle);
+  WEFT_THROW(ValueError) << "argument '" << argument << "' (handle "
+                         << HandleTable<S>::token_text(token) << ") is not a live weft " << kind
+                         << " handle: " << table.why_not_live(token);
+}
+
+/// The object behind `handle` after checking it is not NULL and is a live handle of the table's
+/// kind; ValueError naming the argument, the handle and why otherwise.
+template <typename S>
+S& checked_handle(const HandleTable<S>& table, S* handle, const char* kind, const char* argument) {
+  WEFT_CHECK_AS(ValueError, handle != nullptr) << "argument '" << argument << "' is NULL";
+  S* object = table.find(token_of(handle));
+  if (__builtin_expect(object == nullptr, 0)) throw_not_live(table, handle, kind, argument);
+  return *object;
+}
+/// Frees a live handle (NULL is accepted and does nothing); ValueError naming the handle when it
+/// is not live (freed already, another kind, not a handle). The object is destroyed here.
+template <typename S>
+void free_handle(HandleTable<S>& table, S* handle, const char* kind, const char* argument) {
+  if (handle == nullptr) return;
+  std::unique_ptr<S> object = table.erase(token_of(handle));
+  if (!object) throw_not_live(table, handle, kind, argument);
+}
+/// A new handle of `table`'s kind owning `object`.
+template <typename S>
+S* make_handle(HandleTable<S>& table, std::unique_ptr<S> object) {
+  return handle_of<S>(table.insert(std::move(object)));
+}
+
 inline weft_array_s& array_of(weft_array_t handle, const char* argument) {
-  return checked_handle(handle, kArrayMagic, "array", argument);
+  return checked_handle(g_array_handles, handle, "array", argument);
 }
 inline weft_graph_s& graph_of(weft_graph_t handle, const char* argument) {
-  return checked_handle(handle, kGraphMagic, "graph", argument);
+  return checked_handle(g_graph_handles, handle, "graph", argument);
 }
 inline weft_executor_s& executor_of(weft_executor_t handle, const char* argument) {
-  return checked_handle(handle, kExecutorMagic, "executor", argument);
+  return checked_handle(g_executor_handles, handle, "executor", argument);
 }
 /// A new handle owning a reference to `array`.
 weft_array_t new_array_handle(NDArray array);

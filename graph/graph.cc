@@ -17,6 +17,15 @@ std::string node_label(const Graph& g, uint32_t nid) {
 
 }  // namespace
 
+int checked_num_outputs(const Node& node, uint32_t nid) {
+  const int nout = node.num_outputs();
+  WEFT_CHECK(nout >= 0 && nout <= kMaxNodeOutputs)
+      << "node " << nid << " ('" << node.name << "'): op '" << node.written_op_name() << "' has "
+      << nout << " outputs by its attributes; a node may have 0 to " << kMaxNodeOutputs
+      << " (kMaxNodeOutputs)";
+  return nout;
+}
+
 int Node::num_outputs() const { return op ? op->num_outputs(*op_attrs) : 1; }
 
 int Node::num_visible_outputs() const { return op ? op->num_visible_outputs(*op_attrs) : 1; }
@@ -53,8 +62,11 @@ void Graph::reindex() {
   for (uint32_t nid = 0; nid < nodes.size(); ++nid) {
     Node& n = nodes[nid];
     if (n.op && !n.op_attrs) parse_node(nid);
-    const int nout = n.num_outputs();
-    WEFT_CHECK(nout >= 0) << node_label(*this, nid) << ": negative output count";
+    // Note [Bounded output counts]: both bounds hold before any entry is numbered or sized.
+    const int nout = checked_num_outputs(n, nid);
+    WEFT_CHECK(row_ptr_[nid] + static_cast<uint64_t>(nout) <= kMaxGraphEntries)
+        << node_label(*this, nid) << ": the graph has more than " << kMaxGraphEntries
+        << " entries (kMaxGraphEntries)";
     row_ptr_[nid + 1] = row_ptr_[nid] + static_cast<uint32_t>(nout);
     if (n.op) {
       const int nin = n.op->num_inputs(*n.op_attrs);
@@ -73,8 +85,9 @@ void Graph::reindex() {
                                        ? " (out of range)"
                                        : " (not earlier: the graph has a cycle or is not in "
                                          "topological order)");
-      const int src_out = nodes[e.node].num_outputs();
-      WEFT_CHECK(static_cast<int>(e.index) < src_out)
+      // Unsigned comparisons throughout: an index of 2^31 or more is no negative number.
+      const uint32_t src_out = row_ptr_[e.node + 1] - row_ptr_[e.node];
+      WEFT_CHECK(e.index < src_out)
           << node_label(*this, nid) << ": input " << i << " uses output " << e.index << " of "
           << node_label(*this, e.node) << ", which has " << src_out << " outputs";
     }
@@ -87,9 +100,10 @@ void Graph::reindex() {
     const NodeEntry& e = heads[h];
     WEFT_CHECK(e.node < nodes.size())
         << "head " << h << " refers to node " << e.node << " of " << nodes.size();
-    WEFT_CHECK(static_cast<int>(e.index) < nodes[e.node].num_outputs())
-        << "head " << h << " uses output " << e.index << " of " << node_label(*this, e.node)
-        << ", which has " << nodes[e.node].num_outputs() << " outputs";
+    const uint32_t src_out = row_ptr_[e.node + 1] - row_ptr_[e.node];
+    WEFT_CHECK(e.index < src_out) << "head " << h << " uses output " << e.index << " of "
+                                  << node_label(*this, e.node) << ", which has " << src_out
+                                  << " outputs";
   }
 }
 

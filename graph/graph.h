@@ -13,6 +13,23 @@
 
 namespace weft::graph {
 
+/// The most outputs one node may have (Note [Bounded output counts]). An op whose output count
+/// comes from its attributes (SliceChannel's num_outputs, _backward_Concat's num_args) is refused
+/// above this when a graph is validated, before anything is sized from the count.
+inline constexpr int kMaxNodeOutputs = 4096;
+/// The most entries (outputs of all nodes, hidden ones included) a graph may have.
+inline constexpr uint32_t kMaxGraphEntries = uint32_t{1} << 24;
+
+// Note [Bounded output counts]
+// A node's output count is the op's own rule applied to the node's attributes (FNumOutputs),
+// never a number the file states (node_row_ptr is kept for saving only). Those attributes are
+// a few bytes of text, but inference, planning and binding hold a shape, a dtype and an array
+// per entry, and output names are made per output: SliceChannel with num_outputs 2^31 - 1 in a
+// 251-byte file would take gigabytes. Graph::reindex (every loader, the Symbol API and every
+// pass end there) and Symbol composition refuse a count above kMaxNodeOutputs and a graph above
+// kMaxGraphEntries, naming the node, its op and the count. MXNet has no such limit; graphs that
+// split a tensor into more than 4096 parts in one node are not known to exist.
+
 /// One output of one node. `version` is nnvm's variable version from the file (non-zero only on
 /// mutated inputs such as BatchNorm's moving statistics); kept for a byte-exact save, ignored
 /// when wiring.
@@ -65,8 +82,9 @@ struct GraphAttr {
 /// row_ptr()[e.node] + e.index, counting every output including hidden ones.
 ///
 /// After changing `nodes` or `heads` call `reindex()`, which validates the structure (indices in
-/// range, topological order, output indices below the op's output count) and rebuilds the entry
-/// numbering; it throws ValueError naming the node (name and index) at fault.
+/// range, topological order, output indices below the op's output count, output counts within
+/// kMaxNodeOutputs and kMaxGraphEntries) and rebuilds the entry numbering; it throws ValueError
+/// naming the node (name and index) at fault.
 class Graph {
  public:
   std::vector<Node> nodes;
@@ -113,6 +131,11 @@ class Graph {
  private:
   std::vector<uint32_t> row_ptr_;
 };
+
+/// The output count of `node` (node `nid` of a graph) by its op's rule, checked against
+/// kMaxNodeOutputs: ValueError naming the node, the op and the count otherwise (Note [Bounded
+/// output counts]). The node's attributes must be parsed. Thread-safe.
+int checked_num_outputs(const Node& node, uint32_t nid);
 
 /// A readable dump of the graph: one line per node with op, key attributes, inputs, and — when
 /// given (indexed by entry id) — output shapes and dtypes.

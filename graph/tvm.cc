@@ -120,10 +120,10 @@ TvmNode read_node(const Json& jn, size_t nid, std::string_view source) {
   WEFT_INPUT_CHECK(num_inputs && *num_inputs == n.inputs.size())
       << source << ": " << where << ": num_inputs is '" << attr("num_inputs") << "', the node has "
       << n.inputs.size() << " inputs";
-  WEFT_INPUT_CHECK(num_outputs &&
-                   *num_outputs <= static_cast<uint32_t>(std::numeric_limits<int>::max()))
-      << source << ": " << where << ": num_outputs must be a count, found '" << attr("num_outputs")
-      << "'";
+  // Note [Bounded output counts].
+  WEFT_INPUT_CHECK(num_outputs && *num_outputs <= static_cast<uint32_t>(kMaxNodeOutputs))
+      << source << ": " << where << ": num_outputs must be a count from 0 to " << kMaxNodeOutputs
+      << " (kMaxNodeOutputs), found '" << attr("num_outputs") << "'";
   WEFT_INPUT_CHECK(flatten && *flatten <= 1)
       << source << ": " << where << ": flatten_data must be 0 or 1, found '" << attr("flatten_data")
       << "'";

@@ -1,6 +1,7 @@
 // NDArray wrappers of the .params/.npy readers: densifying sparse records, waiting before saves.
 #include "ndarray/io.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "memory/allocator.h"
@@ -16,6 +17,10 @@ namespace {
 // the device capacity, both naming the array; then every count is checked against the bytes
 // actually read (indices, values) and every index against the shape, so that the scatter below
 // only writes inside the dense array.
+// Within the machine's memory a 121-byte file may still declare an empty 1 GiB record, and a
+// file of many such records any multiple of it: the dense bytes of a file's sparse records
+// together may pass kSparseExpansionRatio times the bytes they store only up to
+// LoadOptions::max_sparse_expansion_bytes (SparseBudget), checked before each is allocated.
 
 /// Index `i` of an auxiliary array of int32 or int64 indices; `bytes` holds at least i + 1.
 int64_t read_index(const std::vector<uint8_t>& bytes, DType type, int64_t i) {
@@ -103,7 +108,36 @@ void scatter_csr(const HostArray& a, uint8_t* dense, const std::string& what) {
   }
 }
 
-NDArray to_ndarray(const HostArray& a, Device device, const std::string& what) {
+/// The dense bytes the sparse records of one file have taken so far, against what they store.
+/// See Note [Densifying hostile records].
+struct SparseBudget {
+  uint64_t limit = kDefaultMaxSparseExpansionBytes;
+  uint64_t dense = 0;
+  uint64_t stored = 0;
+
+  /// Adds a sparse record of `dense_bytes` storing `a`'s values and indices; ValueError naming
+  /// the array and both limits when the file's sparse records pass them.
+  void take(const HostArray& a, size_t dense_bytes, const std::string& what) {
+    uint64_t held = a.bytes.size();
+    for (const auto& aux : a.aux_bytes) held += aux.size();
+    // Sizes are below 2^62 (shape_bytes, bytes read), so the sums cannot wrap.
+    dense += dense_bytes;
+    stored += held;
+    const uint64_t proportionate =
+        stored > UINT64_MAX / kSparseExpansionRatio ? UINT64_MAX : stored * kSparseExpansionRatio;
+    WEFT_CHECK(dense <= limit || dense <= proportionate)
+        << what << ": a " << (a.storage_type == 1 ? "row_sparse" : "csr") << " record of shape "
+        << a.shape << " " << dtype_name(a.dtype) << " densifies to " << dense_bytes
+        << " bytes from " << held << " stored; the file's sparse records would take " << dense
+        << " dense bytes from " << stored
+        << " stored, past LoadOptions::max_sparse_expansion_bytes " << limit << " and "
+        << kSparseExpansionRatio
+        << " times the bytes stored; raise max_sparse_expansion_bytes to load it";
+  }
+};
+
+NDArray to_ndarray(const HostArray& a, Device device, const std::string& what,
+                   SparseBudget* budget = nullptr) {
   if (!a.shape.rank_known()) return NDArray();
   WEFT_CHECK(device.type == DeviceType::kCPU)
       << what << ": arrays load to the CPU; copy_to() " << to_string(device) << " afterwards";
@@ -121,6 +155,7 @@ NDArray to_ndarray(const HostArray& a, Device device, const std::string& what) {
         << " bytes, the record holds " << a.bytes.size();
     return NDArray::from_host(a.bytes.data(), a.shape, a.dtype, device);
   }
+  if (budget != nullptr) budget->take(a, bytes, what);
   NDArray out = NDArray::empty(a.shape, a.dtype, device);
   // A fresh array has no pending operations: it can be written right here.
   auto* dense = static_cast<uint8_t*>(out.raw_data());
@@ -161,25 +196,41 @@ bool LoadedArrays::contains(const std::string& name) const {
 }
 
 namespace {
-LoadedArrays to_loaded_arrays(const NamedArrays& raw, Device device, const std::string& source) {
+LoadedArrays to_loaded_arrays(const NamedArrays& raw, const LoadOptions& options,
+                              const std::string& source) {
   LoadedArrays out;
   out.names = raw.names;
+  SparseBudget budget;
+  budget.limit = options.max_sparse_expansion_bytes;
   for (size_t i = 0; i < raw.arrays.size(); ++i) {
     std::string what = "'" + source + "' array " + std::to_string(i) +
                        (i < raw.names.size() ? " ('" + raw.names[i] + "')" : "");
-    out.arrays.push_back(to_ndarray(raw.arrays[i], device, what));
+    out.arrays.push_back(to_ndarray(raw.arrays[i], options.device, what, &budget));
   }
   return out;
 }
 }  // namespace
 
+LoadedArrays load_arrays(const std::string& path, const LoadOptions& options) {
+  return to_loaded_arrays(load_params(path), options, path);
+}
+
 LoadedArrays load_arrays(const std::string& path, Device device) {
-  return to_loaded_arrays(load_params(path), device, path);
+  LoadOptions options;
+  options.device = device;
+  return load_arrays(path, options);
+}
+
+LoadedArrays load_arrays_from_memory(const void* data, size_t size, const std::string& what,
+                                     const LoadOptions& options) {
+  return to_loaded_arrays(load_params_from_memory(data, size, what), options, what);
 }
 
 LoadedArrays load_arrays_from_memory(const void* data, size_t size, const std::string& what,
                                      Device device) {
-  return to_loaded_arrays(load_params_from_memory(data, size, what), device, what);
+  LoadOptions options;
+  options.device = device;
+  return load_arrays_from_memory(data, size, what, options);
 }
 
 void save_arrays(const std::string& path,
