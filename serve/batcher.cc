@@ -2,6 +2,7 @@
 #include "serve/batcher.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "base/error.h"
@@ -15,22 +16,86 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Runs a request's callback; an exception from it (out of memory while encoding the answer) must
-// not end the batcher's thread, and the request still gets an answer.
-void answer(InferRequest& request, InferReply&& reply) {
-  std::shared_ptr<const Model> model = reply.model;
+// Note [One answer per request]
+// `done` renders the reply into a response; it may throw (out of memory, or a JSON writer meeting
+// bytes that are not UTF-8). The request must still get exactly one answer, and the batcher's
+// thread must not end. The fallback used to be a 500 carrying the exception's message, built
+// after the throw: a message holding the same bad bytes made the renderer throw again, that
+// second exception was swallowed, and the client waited forever. Now the fallback reply is made
+// before the first call, with the fixed ASCII message kAnswerFailed (nothing from the failure
+// goes into it, and nothing is allocated on the error path); the first error goes to the log.
+// Only a callback that throws even on that leaves the request unanswered, and that is logged.
+void answer(InferRequest& request, InferReply&& reply) noexcept {
+  InferReply failed;
+  failed.status = 500;
+  failed.model = reply.model;
+  failed.queue_seconds = reply.queue_seconds;
+  try {
+    failed.error = kAnswerFailed;
+  } catch (...) {  // out of memory: an empty message still answers
+  }
+  const char* name = reply.model ? reply.model->name.c_str() : "?";
   try {
     request.done(std::move(reply));
+    return;
   } catch (const std::exception& e) {
-    InferReply failed;
-    failed.status = 500;
-    failed.error = std::string("the answer could not be written: ") + e.what();
-    failed.model = std::move(model);
-    try {
-      request.done(std::move(failed));
-    } catch (...) {
-    }
+    std::fprintf(stderr, "weft serve: model '%s': the answer could not be written: %s\n", name,
+                 e.what());
+  } catch (...) {
+    std::fprintf(stderr, "weft serve: model '%s': the answer could not be written\n", name);
   }
+  try {
+    request.done(std::move(failed));
+  } catch (...) {
+    std::fprintf(stderr,
+                 "weft serve: model '%s': the error answer could not be written either; the "
+                 "request has no answer\n",
+                 name);
+  }
+}
+
+// Copies the rows of `requests`, in order, into the inputs of `exec` (bound for `size` rows, at
+// least theirs; padding rows are zeros), runs it and returns its outputs on the host.
+std::vector<HostTensor> execute(graph::Executor& exec, const Model& model,
+                                const std::vector<InferRequest*>& requests, int64_t size) {
+  int64_t rows = 0;
+  for (const InferRequest* r : requests) rows += r->rows();
+  WEFT_ICHECK(rows <= size) << rows << " rows on an executor bound for " << size;
+  for (size_t k = 0; k < model.config.inputs.size(); ++k) {
+    NDArray dst = exec.arg(model.config.inputs[k].name);
+    const size_t row_floats = static_cast<size_t>(dst.size() / size);
+    std::vector<float> staging;
+    float* out = nullptr;
+    const bool host = dst.device().type == DeviceType::kCPU;
+    if (host) {
+      dst.wait_to_write();
+      out = static_cast<float*>(dst.raw_data());
+    } else {
+      staging.resize(static_cast<size_t>(dst.size()));
+      out = staging.data();
+    }
+    for (const InferRequest* r : requests) {
+      const HostTensor& t = r->inputs[k];
+      std::memcpy(out, t.data.data(), t.data.size() * sizeof(float));
+      out += static_cast<size_t>(t.rows()) * row_floats;
+    }
+    std::fill(out, out + static_cast<size_t>(size - rows) * row_floats, 0.0f);
+    if (!host) NDArray::from_host(staging.data(), dst.shape(), DType::kFloat32).copy_to(dst);
+  }
+  exec.forward(false);
+  std::vector<HostTensor> outputs;
+  for (const NDArray& o : exec.outputs()) {
+    HostTensor t;
+    t.shape = o.shape();
+    if (o.dtype() == DType::kFloat32) {
+      t.data = o.to_vector<float>();
+    } else {
+      const std::vector<double> d = o.to_doubles();
+      t.data.assign(d.begin(), d.end());
+    }
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
 }
 
 }  // namespace
@@ -74,8 +139,19 @@ std::vector<HostTensor> validate_inputs(const Model& model,
   return ordered;
 }
 
-ExecutorSet::ExecutorSet(std::shared_ptr<const Model> model) : model_(std::move(model)) {
-  if (!model_->batchable) return;  // exact sizes, bound when a request needs one
+// Note [Bounded executor set]
+// Each executor holds its own arena (a memory plan for its batch size). A model whose outputs are
+// not batch-first runs every request at its own row count, so it used to bind one executor per
+// distinct row count and keep them all: memory grew with every new count (60 counts: 171 to
+// 326 MB). The executors of config.batch_sizes are kept (they are the ones a batchable model
+// uses, bound and warmed up at load); any other size is one of at most config.extra_executors
+// (default 8), and binding one more drops the least recently used of them first. A dropped size
+// is bound again when a request needs it. One batcher thread uses the set, so at() needs no
+// lock; its reference is used only until the next at().
+
+ExecutorSet::ExecutorSet(std::shared_ptr<const Model> model)
+    : model_(std::move(model)), batchable_(model_->batchable) {
+  if (!batchable_) return;  // exact sizes, bound when a request needs one
   for (int64_t size : model_->config.batch_sizes) {
     graph::Executor& exec = at(size);
     if (!model_->config.warmup) continue;
@@ -86,17 +162,44 @@ ExecutorSet::ExecutorSet(std::shared_ptr<const Model> model) : model_(std::move(
 
 ExecutorSet::~ExecutorSet() = default;
 
+int64_t ExecutorSet::run_size(int64_t rows) const {
+  return batchable_ ? model_->run_size(rows) : rows;
+}
+
+size_t ExecutorSet::capacity() const {
+  return model_->config.batch_sizes.size() + static_cast<size_t>(model_->config.extra_executors);
+}
+
 graph::Executor& ExecutorSet::at(int64_t size) {
-  for (auto& [s, exec] : executors_) {
-    if (s == size) return *exec;
+  ++uses_;
+  for (Slot& slot : executors_) {
+    if (slot.size != size) continue;
+    slot.last_use = uses_;
+    return *slot.exec;
+  }
+  const auto& sizes = model_->config.batch_sizes;
+  const bool kept = std::find(sizes.begin(), sizes.end(), size) != sizes.end();
+  if (!kept) {  // Note [Bounded executor set]
+    auto extras = std::count_if(executors_.begin(), executors_.end(),
+                                [](const Slot& slot) { return !slot.kept; });
+    for (; extras >= model_->config.extra_executors; --extras) {
+      auto oldest = executors_.end();
+      for (auto it = executors_.begin(); it != executors_.end(); ++it) {
+        if (!it->kept && (oldest == executors_.end() || it->last_use < oldest->last_use)) {
+          oldest = it;
+        }
+      }
+      executors_.erase(oldest);
+    }
   }
   graph::BindOptions bo;
   bo.device = model_->device;
   for (const InputSpec& in : model_->config.inputs) bo.inputs.shapes[in.name] = in.shape;
   bo.inputs.batch = size;
-  executors_.emplace_back(size,
-                          graph::Executor::bind(model_->graph, bo, model_->args, model_->aux));
-  return *executors_.back().second;
+  executors_.push_back(
+      {size, graph::Executor::bind(model_->graph, bo, model_->args, model_->aux), uses_, kept});
+  bound_.store(executors_.size(), std::memory_order_relaxed);
+  return *executors_.back().exec;
 }
 
 Batcher::Batcher(std::shared_ptr<const Model> model, bool batching, Metrics* metrics)
@@ -144,6 +247,11 @@ int64_t Batcher::depth() const {
   return static_cast<int64_t>(queue_.size());
 }
 
+size_t Batcher::executors_bound() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return executors_->bound();
+}
+
 void Batcher::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -151,7 +259,7 @@ void Batcher::loop() {
     if (queue_.empty()) break;  // stopping, nothing left
     std::shared_ptr<ExecutorSet> executors = executors_;
     const std::shared_ptr<const Model>& model = executors->model();
-    const bool combine = batching_ && model->batchable;
+    const bool combine = batching_ && executors->batchable();
     const int64_t max_rows = model->config.max_batch;
     // Wait for more requests until the batch is full or the first request's delay ran out.
     const auto deadline =
@@ -198,6 +306,15 @@ void Batcher::loop() {
     lock.lock();
   }
 }
+
+// Note [Batch-first outputs]
+// Combining requests is right only when every output has the run's batch as its first dimension:
+// the outputs are split back by rows. Loading checks this by shape inference at every size of
+// config.batch_sizes (it used to bind at 1 and 2 only, and a graph keeping min(batch, 2) rows
+// passed; four one-row requests then got rows 3 and 4 read past the end of the output). The
+// run checks again before splitting, every time: an output without `size` rows switches the
+// version to running requests alone (ExecutorSet::run_alone(), logged once), and the requests of
+// that batch run again, each alone, so none is answered from rows that are not its own.
 
 void Batcher::run(std::vector<InferRequest>& batch, ExecutorSet& executors) {
   const std::shared_ptr<const Model>& model = executors.model();
@@ -248,45 +365,43 @@ void Batcher::run(std::vector<InferRequest>& batch, ExecutorSet& executors) {
   if (metrics_) metrics_->batch(model->name, rows, waits);
 
   // The executor of the smallest batch size that holds the rows; padding rows are zeros.
-  const int64_t size = model->run_size(rows);
+  const int64_t size = executors.run_size(rows);
   std::vector<HostTensor> outputs;
+  std::vector<InferRequest*> all;
+  for (InferRequest& r : batch) all.push_back(&r);
   try {
-    graph::Executor& exec = executors.at(size);
-    for (size_t k = 0; k < model->config.inputs.size(); ++k) {
-      NDArray dst = exec.arg(model->config.inputs[k].name);
-      const size_t row_floats = static_cast<size_t>(dst.size() / size);
-      std::vector<float> staging;
-      float* out = nullptr;
-      const bool host = dst.device().type == DeviceType::kCPU;
-      if (host) {
-        dst.wait_to_write();
-        out = static_cast<float*>(dst.raw_data());
-      } else {
-        staging.resize(static_cast<size_t>(dst.size()));
-        out = staging.data();
-      }
-      for (const InferRequest& r : batch) {
-        const HostTensor& t = r.inputs[k];
-        std::memcpy(out, t.data.data(), t.data.size() * sizeof(float));
-        out += static_cast<size_t>(t.rows()) * row_floats;
-      }
-      std::fill(out, out + static_cast<size_t>(size - rows) * row_floats, 0.0f);
-      if (!host) NDArray::from_host(staging.data(), dst.shape(), DType::kFloat32).copy_to(dst);
-    }
-    exec.forward(false);
-    for (const NDArray& o : exec.outputs()) {
-      HostTensor t;
-      t.shape = o.shape();
-      if (o.dtype() == DType::kFloat32) {
-        t.data = o.to_vector<float>();
-      } else {
-        const std::vector<double> d = o.to_doubles();
-        t.data.assign(d.begin(), d.end());
-      }
-      outputs.push_back(std::move(t));
-    }
+    outputs = execute(executors.at(size), *model, all, size);
   } catch (const std::exception& e) {
     fail_all(500, "model '" + model->name + "' failed to run: " + client_message(e));
+    return;
+  }
+  // A batch of one request at its own row count gets the outputs whole (also what a model that
+  // is not batchable gives); anything else is split by rows, which needs every output to hold
+  // exactly `size` rows (Note [Batch-first outputs]).
+  const bool whole = batch.size() == 1 && size == rows;
+  for (size_t h = 0; !whole && h < outputs.size(); ++h) {
+    const Shape& shape = outputs[h].shape;
+    if (shape.ndim() >= 1 && shape[0] == size) continue;
+    executors.run_alone();
+    const std::string output = h < model->output_names.size() ? model->output_names[h] : "?";
+    std::fprintf(stderr,
+                 "weft serve: model '%s' version %d: output '%s' has shape %s in a run of %lld "
+                 "rows: its outputs are not batch-first; requests run alone from now on\n",
+                 model->name.c_str(), model->version, output.c_str(), shape.to_string().c_str(),
+                 static_cast<long long>(size));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      InferReply reply;
+      reply.model = model;
+      reply.queue_seconds = waits[i];
+      try {
+        const int64_t n = batch[i].rows();
+        reply.outputs = execute(executors.at(n), *model, {&batch[i]}, n);
+      } catch (const std::exception& e) {
+        reply.status = 500;
+        reply.error = "model '" + model->name + "' failed to run: " + client_message(e);
+      }
+      answer(batch[i], std::move(reply));
+    }
     return;
   }
   // Split the outputs back, row for row (a batch of one request gets them whole).
@@ -297,7 +412,7 @@ void Batcher::run(std::vector<InferRequest>& batch, ExecutorSet& executors) {
     reply.queue_seconds = waits[i];
     const int64_t n = batch[i].rows();
     for (const HostTensor& o : outputs) {
-      if (batch.size() == 1 && size == rows) {  // whole (also what a non-batchable model gives)
+      if (whole) {
         reply.outputs.push_back(o);
         continue;
       }

@@ -4,6 +4,7 @@
 // splits the outputs back, row for row, to each request's callback.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,10 +40,17 @@ struct InferRequest {
   /// One per model input, in config order, each with the same number of rows (validate_inputs).
   std::vector<HostTensor> inputs;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
-  /// Called exactly once, on the batcher's thread (keep it short: post elsewhere).
+  /// Answers the request, on the batcher's thread (keep it short: post elsewhere). Called once
+  /// with the reply; only when that call throws, once more with a 500 whose message is a fixed
+  /// ASCII text made before the first call (kAnswerFailed), so that a reply whose rendering
+  /// throws still gets an answer (Note [One answer per request] in batcher.cc).
   std::function<void(InferReply&&)> done;
   int64_t rows() const { return inputs.empty() ? 0 : inputs[0].rows(); }
 };
+
+/// The message of the 500 a request gets when rendering its reply threw.
+inline constexpr const char* kAnswerFailed =
+    "the answer could not be written (an internal error; see the server log)";
 
 /// Checks named request tensors against the model's inputs and orders them: every input present,
 /// no unknown name, shapes equal to the config's apart from the batch, the same rows everywhere,
@@ -52,21 +60,45 @@ std::vector<HostTensor> validate_inputs(const Model& model,
 
 enum class Admit { kQueued, kQueueFull, kStopped };
 
-/// The executors of one model version, one per batch size it runs at (config.batch_sizes; exact
-/// sizes for a model that is not batchable). Built, and with config.warmup run once each, by
-/// whoever makes it (the loader thread on a reload, so the old version serves meanwhile); used by
-/// one batcher thread afterwards.
+/// The executors of one model version: one per batch size of config.batch_sizes, kept while the
+/// version serves, and up to config.extra_executors more for other row counts (a model that runs
+/// requests alone binds one per distinct row count), least recently used dropped first (Note
+/// [Bounded executor set] in batcher.cc). Built, and with config.warmup run once each, by
+/// whoever makes it (the loader thread on a reload, so the old version serves meanwhile); used
+/// by one batcher thread afterwards. bound() may be read from any thread.
 class ExecutorSet {
  public:
   explicit ExecutorSet(std::shared_ptr<const Model> model);
   ~ExecutorSet();
   const std::shared_ptr<const Model>& model() const { return model_; }
-  /// The executor for `size` rows (bound now if it was not).
+  /// The executor for `size` rows (bound now if it was not). The reference stays valid until
+  /// the next call of at(). Call from the batcher's thread.
   graph::Executor& at(int64_t size);
+  /// Requests are combined: Model::batchable, until a run showed an output that is not
+  /// batch-first (run_alone()). Call from the batcher's thread.
+  bool batchable() const { return batchable_; }
+  /// From now on each request runs alone, at its own row count. Call from the batcher's thread.
+  void run_alone() { batchable_ = false; }
+  /// The batch size a run of `rows` rows uses (Model::run_size while batchable(), else `rows`).
+  int64_t run_size(int64_t rows) const;
+  /// Executors bound now. Thread-safe.
+  size_t bound() const { return bound_.load(std::memory_order_relaxed); }
+  /// The most executors ever bound at once: batch sizes plus config.extra_executors.
+  size_t capacity() const;
 
  private:
+  struct Slot {
+    int64_t size;
+    std::unique_ptr<graph::Executor> exec;
+    uint64_t last_use;
+    bool kept;  // one of config.batch_sizes: never dropped
+  };
   std::shared_ptr<const Model> model_;
-  std::vector<std::pair<int64_t, std::unique_ptr<graph::Executor>>> executors_;
+  bool batchable_;
+  std::vector<Slot> executors_;
+  uint64_t uses_ = 0;
+  // Relaxed: a count for tests and metrics, ordered with nothing else.
+  std::atomic<size_t> bound_{0};
 };
 
 class Batcher {
@@ -86,6 +118,8 @@ class Batcher {
   /// Stops taking requests, runs every queued one (without waiting for delays), joins. Idempotent.
   void stop();
   int64_t depth() const;
+  /// Executors the serving version holds now (ExecutorSet::bound()). Thread-safe.
+  size_t executors_bound() const;
 
  private:
   void loop();

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "graph/executor.h"
+#include "graph/infer.h"
 #include "graph/init_values.h"
 #include "graph/json.h"
 #include "ndarray/io.h"
@@ -53,12 +54,13 @@ ModelConfig parse_model_config(const std::string& text, const std::string& what)
     WEFT_THROW(ValueError) << what << ": not valid JSON: " << e.what();
   }
   WEFT_CHECK(j.is_object()) << what << ": expected a JSON object";
-  static const std::set<std::string> known = {"inputs",         "max_batch",   "max_delay_ms",
-                                              "queue_capacity", "batch_sizes", "warmup"};
+  static const std::set<std::string> known = {"inputs",          "max_batch",   "max_delay_ms",
+                                              "queue_capacity",  "batch_sizes", "warmup",
+                                              "extra_executors", "seed"};
   for (const auto& [key, value] : j.items()) {
     WEFT_CHECK(known.count(key)) << what << ": unknown key '" << key
                                  << "' (known: inputs, max_batch, max_delay_ms, queue_capacity, "
-                                    "batch_sizes, warmup)";
+                                    "batch_sizes, warmup, extra_executors, seed)";
   }
   ModelConfig c;
   WEFT_CHECK(j.contains("inputs") && j["inputs"].is_array() && !j["inputs"].empty())
@@ -101,6 +103,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& what)
   };
   integer("max_batch", c.max_batch, 1, 4096);
   integer("queue_capacity", c.queue_capacity, 1, 1 << 20);
+  integer("extra_executors", c.extra_executors, 1, 1024);
+  if (j.contains("seed")) {
+    WEFT_CHECK(j["seed"].is_number_unsigned())
+        << what << ": 'seed' must be an integer in [0, 2^64), got " << j["seed"].dump();
+    c.seed = j["seed"].get<uint64_t>();
+  }
   if (j.contains("batch_sizes")) {
     const auto& list = j["batch_sizes"];
     WEFT_CHECK(list.is_array() && !list.empty())
@@ -215,6 +223,15 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadOption
   auto is_label = [&](uint32_t nid) {
     return std::find(labels.begin(), labels.end(), nid) != labels.end();
   };
+  // Note [Drawn weights are asked for] in model.h.
+  if (params.empty() && !options.previous_params.empty() && !m->config.seed) {
+    WEFT_THROW(ValueError) << dir << ": " << options.previous_params << " is gone (version "
+                           << version - 1
+                           << " loaded its weights from it) and config.json does not ask for "
+                              "weights drawn from a seed (\"seed\": N): not loaded, the previous "
+                              "version keeps serving until a .params file is back";
+  }
+  const std::optional<uint64_t> seed = m->config.seed ? m->config.seed : options.seed;
   if (!params.empty()) {
     LoadedArrays loaded = load_arrays(params[0].string(), options.device);
     for (size_t i = 0; i < loaded.names.size(); ++i) {
@@ -223,6 +240,7 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadOption
       (kind == "aux" ? m->aux : m->args)[name] = loaded.arrays[i];
     }
     m->weights_source = params[0].filename().string();
+    m->from_params = true;
   }
   auto exec = bind_at(*m, 1);
   const std::vector<std::string> aux_list = exec->aux_names();
@@ -234,23 +252,39 @@ std::shared_ptr<const Model> load_model(const std::string& dir, const LoadOption
     if ((aux ? m->aux : m->args).count(name)) continue;
     WEFT_CHECK(params.empty()) << params[0].string() << " has no array for '" << name
                                << "' (expected arg:" << name << " or aux:" << name << ")";
+    if (!seed) {
+      WEFT_THROW(ValueError)
+          << dir << ": no *.params file for the weights of the graph ('" << name
+          << "' and others): add NAME-0000.params, or ask for weights drawn from a seed with "
+             "\"seed\": N in config.json or `weft serve --seed N`";
+    }
     NDArray dst = aux ? exec->aux(name) : exec->arg(name);
-    graph::init_variable_seeded(options.seed, name, false, dst);
+    graph::init_variable_seeded(*seed, name, false, dst);
     (aux ? m->aux : m->args)[name] = dst.copy();
+    m->weights_source = "seed " + std::to_string(*seed);
   }
-  if (params.empty()) m->weights_source = "seed " + std::to_string(options.seed);
+  if (m->weights_source.empty()) m->weights_source = "none";
   for (auto& [name, a] : m->args) a.wait_to_read();
   for (auto& [name, a] : m->aux) a.wait_to_read();
 
-  // Batch-first outputs: compare the output shapes at batch 1 and 2.
-  const std::vector<Shape> at1 = exec->output_shapes();
+  // Batch-first outputs: every output must have the batch as its first dimension at every size
+  // a batch runs at, or rows would be split out of an output that does not hold them (a graph
+  // keeping min(batch, 2) rows passes at 1 and 2 and fails at 4). Inference only: the executors
+  // are bound by the batcher.
   exec.reset();
   if (m->config.max_batch > 1) {
-    const std::vector<Shape> at2 = bind_at(*m, 2)->output_shapes();
-    for (size_t h = 0; h < at1.size(); ++h) {
-      const bool batch_first =
-          at1[h].ndim() >= 1 && at2[h].ndim() == at1[h].ndim() && at1[h][0] == 1 && at2[h][0] == 2;
-      m->batchable = m->batchable && batch_first;
+    graph::InferInputs in;
+    for (const InputSpec& spec : m->config.inputs) in.shapes[spec.name] = spec.shape;
+    for (const auto& [name, a] : m->args) in.fixed_shapes[name] = a.shape();
+    for (const auto& [name, a] : m->aux) in.fixed_shapes[name] = a.shape();
+    for (int64_t size : m->config.batch_sizes) {
+      in.batch = size;
+      const graph::InferResult r = graph::infer_shapes_types(*g, in, true);
+      for (const graph::NodeEntry& head : g->heads) {
+        const Shape& shape = r.shapes[g->entry_id(head)];
+        m->batchable = m->batchable && shape.ndim() >= 1 && shape[0] == size;
+      }
+      if (!m->batchable) break;
     }
   }
   return m;

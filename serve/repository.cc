@@ -17,7 +17,7 @@ Repository::Repository(RepositoryOptions options, Metrics* metrics)
   std::error_code ec;
   WEFT_CHECK(fs::is_directory(options_.dir, ec))
       << "--models " << options_.dir << ": not a readable folder";
-  scan();
+  scan_all(false);
   if (options_.reload_ms > 0) watcher_ = std::thread([this] { watch(); });
 }
 
@@ -36,7 +36,18 @@ std::vector<std::shared_ptr<const Model>> Repository::models() const {
   return out;
 }
 
-void Repository::scan() {
+void Repository::scan() { scan_all(true); }
+
+// Note [Stable folders]
+// A deploy writes a folder's files one after another (remove the old .params, copy the new one,
+// edit config.json); a scan in between sees a folder that is neither version. So a folder that
+// changed (or appeared) loads only once a scan finds the same fingerprint (names, sizes,
+// modification times) as the scan before it: at least one reload interval with no change. The
+// first scan, when the server starts, loads what it finds at once. A copy slower than the
+// interval can still be caught midway; what protects that window is that a version loaded from
+// a .params never gives way to drawn weights (Note [Drawn weights are asked for] in model.h),
+// and a failed load keeps the previous version serving.
+void Repository::scan_all(bool wait_for_stable) {
   std::lock_guard<std::mutex> scan_lock(scan_mu_);
   std::set<std::string> present;
   std::error_code ec;
@@ -48,11 +59,25 @@ void Repository::scan() {
     present.insert(name);
     const std::string fingerprint = folder_fingerprint(e.path().string());
     std::shared_ptr<Batcher> current = find(name);
-    if (current && current->model()->fingerprint == fingerprint) continue;
+    std::shared_ptr<const Model> serving = current ? current->model() : nullptr;
+    if (serving && serving->fingerprint == fingerprint) {
+      last_seen_.erase(name);
+      continue;
+    }
     if (auto f = failed_.find(name); f != failed_.end() && f->second == fingerprint) continue;
-    const int version = current ? current->model()->version + 1 : 1;
+    if (wait_for_stable) {  // Note [Stable folders]
+      auto [seen, fresh] = last_seen_.try_emplace(name, fingerprint);
+      if (fresh || seen->second != fingerprint || fingerprint.empty()) {
+        seen->second = fingerprint;
+        continue;
+      }
+    }
+    last_seen_.erase(name);
+    const int version = serving ? serving->version + 1 : 1;
+    LoadOptions load = options_.load;
+    if (serving && serving->from_params) load.previous_params = serving->weights_source;
     try {
-      std::shared_ptr<const Model> model = load_model(e.path().string(), options_.load, version);
+      std::shared_ptr<const Model> model = load_model(e.path().string(), load, version);
       failed_.erase(name);
       if (metrics_) metrics_->model_load(name, true);
       std::fprintf(stderr, "weft serve: %s model '%s' version %d (%s, weights %s)\n",
@@ -77,6 +102,9 @@ void Repository::scan() {
     std::fprintf(stderr, "weft serve: cannot list %s: %s\n", options_.dir.c_str(),
                  ec.message().c_str());
     return;  // a transient failure must not unload everything
+  }
+  for (auto it = last_seen_.begin(); it != last_seen_.end();) {
+    it = present.count(it->first) ? std::next(it) : last_seen_.erase(it);
   }
   std::vector<std::shared_ptr<Batcher>> removed;
   {

@@ -30,6 +30,7 @@ struct ServeOptions {
   int reload_ms = 1000;
   bool no_batching = false;
   uint64_t seed = 0;
+  bool seed_given = false;  // --seed was passed: draw weights for folders without .params
   std::string port_file;
 };
 
@@ -40,7 +41,7 @@ int run_serve(const ServeOptions& o) {
   serve::RepositoryOptions ro;
   ro.dir = o.models;
   ro.load.device = runnable_device("--device", o.device);
-  ro.load.seed = o.seed;
+  if (o.seed_given) ro.load.seed = o.seed;
   ro.batching = !o.no_batching;
   ro.reload_ms = o.reload_ms;
   serve::Repository repository(ro, &metrics);
@@ -103,8 +104,10 @@ Command add_serve_command(CLI::App& app) {
       ->transform(integer_in(0, 3600000));
   a->add_flag("--no-batching", o->no_batching, "Run every request alone");
   a->add_option("--seed", o->seed,
-                "Seed of the weights of models without .params (as replay --seed)")
-      ->transform(unsigned_integer());
+                "Draw the weights of models without .params from this seed (as replay --seed); "
+                "without it such a model loads only if its config.json has \"seed\": N")
+      ->transform(unsigned_integer())
+      ->each([o](const std::string&) { o->seed_given = true; });
   c.run = [o] { return run_serve(*o); };
   return c;
 }

@@ -1,7 +1,8 @@
 // Dynamic batching against a reference computed in the test: rows come back to the request that
 // sent them, batches fill up to max_batch without waiting for the delay, the queue bound holds,
-// stop() answers what is queued, reloads take effect, and models whose outputs are not
-// batch-first run each request alone.
+// stop() answers what is queued, reloads take effect, models whose outputs are not batch-first
+// run each request alone (also when only a run finds it out), every request gets one answer
+// when rendering it throws, and the executors for distinct row counts stay bounded.
 #include "serve/batcher.h"
 
 #include <gtest/gtest.h>
@@ -10,14 +11,17 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "graph/symbol.h"
 #include "serve/metrics.h"
 #include "tests/serve/serve_fixture.h"
 
 namespace weft::serve {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::MlpWeights;
 using testing::TempDir;
 
@@ -198,6 +202,181 @@ TEST(ServeBatcher, OutputsNotBatchFirstRunEachRequestAlone) {
     ASSERT_EQ(replies.got[i].outputs[0].data.size(), 1u);
     EXPECT_FLOAT_EQ(replies.got[i].outputs[0].data[0], float(expect)) << "request " << i;
   }
+}
+
+// DIR/NAME/: data (n, 3) → `slice` begin (0,) end (2,): the first min(n, 2) rows. Its output is
+// batch-first at batch 1 and 2 and not beyond.
+void write_first_two_rows(const fs::path& repo, const std::string& name,
+                          const std::string& config) {
+  using graph::Symbol;
+  const fs::path dir = repo / name;
+  fs::create_directories(dir);
+  Symbol data = Symbol::variable("data");
+  testing::write_text(
+      dir / (name + "-symbol.json"),
+      Symbol::op("slice", {data}, {{"begin", "(0,)"}, {"end", "(2,)"}}, "first2").to_json());
+  testing::write_text(dir / "config.json",
+                      "{\"inputs\": [{\"name\": \"data\", \"shape\": [0, 3]}], " + config + "}");
+}
+
+HostTensor row_of_three(int i) {
+  HostTensor t;
+  t.shape = Shape{1, 3};
+  t.data = {float(10 * i + 1), float(10 * i + 2), float(10 * i + 3)};
+  return t;
+}
+
+// Four one-row requests to the slice model, taken as one batch (they fill max_batch 4): each
+// must come back as its own row, which is what the graph gives for that row alone.
+void expect_own_rows(const std::shared_ptr<const Model>& model) {
+  Batcher b(model, true, nullptr);
+  Replies replies;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(b.submit(request(row_of_three(i), replies.slot(i))), Admit::kQueued);
+  }
+  ASSERT_TRUE(replies.wait_for(4));
+  for (int i = 0; i < 4; ++i) {
+    const InferReply& r = replies.got[i];
+    ASSERT_EQ(r.status, 200) << r.error;
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].shape, (Shape{1, 3})) << "request " << i;
+    EXPECT_EQ(r.outputs[0].data, row_of_three(i).data) << "request " << i;
+  }
+}
+
+TEST(ServeBatcher, OutputKeepingTwoRowsIsNotBatchable) {
+  TempDir repo;
+  write_first_two_rows(repo.path(), "first2", "\"max_batch\": 4, \"max_delay_ms\": 60000");
+  auto model = load_model((repo.path() / "first2").string(), {});
+  EXPECT_FALSE(model->batchable);  // (2, 3) at batch 4
+  expect_own_rows(model);
+}
+
+TEST(ServeBatcher, RunThatFindsAnOutputNotBatchFirstRerunsEachRequestAlone) {
+  TempDir repo;
+  write_first_two_rows(repo.path(), "first2", "\"max_batch\": 4, \"max_delay_ms\": 60000");
+  // A version whose load-time check was fooled: the batcher's own check must catch it.
+  auto fooled = std::make_shared<Model>(*load_model((repo.path() / "first2").string(), {}));
+  fooled->batchable = true;
+  ::testing::internal::CaptureStderr();
+  expect_own_rows(fooled);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("not batch-first; requests run alone"), std::string::npos) << log;
+}
+
+TEST(ServeBatcher, AnswerWhoseRenderingThrowsTwiceStillGetsOne) {
+  TempDir repo;
+  const MlpWeights w;
+  testing::write_mlp(repo.path(), "mlp", w, "\"max_batch\": 4, \"max_delay_ms\": 0");
+  Batcher b(load_model((repo.path() / "mlp").string(), {}), true, nullptr);
+  // The first rendering throws with bytes that are not UTF-8; rendering an error message, as a
+  // JSON writer does, throws on such bytes too.
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0, answers = 0;
+  InferReply answered;
+  auto done = [&](InferReply&& reply) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++calls;
+    if (reply.status == 200) throw std::runtime_error("cannot encode \xff\xfe");
+    static_cast<void>(nlohmann::json{{"error", reply.error}}.dump());
+    ++answers;
+    answered = std::move(reply);
+    cv.notify_all();
+  };
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(b.submit(request(testing::mlp_input(1, 0), done)), Admit::kQueued);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answers > 0; }))
+        << "the request was never answered (" << calls << " calls)";
+  }
+  b.stop();  // no further call can come
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(answered.status, 500);
+  EXPECT_EQ(answered.error, kAnswerFailed);
+  EXPECT_NE(log.find("the answer could not be written"), std::string::npos) << log;
+}
+
+TEST(ServeBatcher, BatcherServesOnAfterAnAnswerFailed) {
+  TempDir repo;
+  const MlpWeights w;
+  testing::write_mlp(repo.path(), "mlp", w, "\"max_batch\": 4, \"max_delay_ms\": 0");
+  Batcher b(load_model((repo.path() / "mlp").string(), {}), true, nullptr);
+  Replies replies;
+  auto always_throws = [](InferReply&&) { throw std::runtime_error("broken pipe"); };
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(b.submit(request(testing::mlp_input(1, 0), always_throws)), Admit::kQueued);
+  ASSERT_EQ(b.submit(request(testing::mlp_input(2, 1), replies.slot(0))), Admit::kQueued);
+  ASSERT_TRUE(replies.wait_for(1));
+  b.stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  expect_rows(replies.got[0], testing::mlp_input(2, 1), w);
+  EXPECT_NE(log.find("the error answer could not be written either"), std::string::npos) << log;
+}
+
+// DIR/NAME/: the sum over every axis (not batch-first), taking up to `max_batch` rows.
+void write_sum_up_to(const fs::path& repo, const std::string& name, int max_batch,
+                     const std::string& extra = "") {
+  testing::write_sum(repo, name);
+  testing::write_text(repo / name / "config.json",
+                      "{\"inputs\": [{\"name\": \"data\", \"shape\": [-1, 2]}], "
+                      "\"max_batch\": " +
+                          std::to_string(max_batch) + ", \"max_delay_ms\": 0" + extra + "}");
+}
+
+// Sends one request of each row count in `counts`, one after another, checking each sum
+// against a loop here; returns the most executors held after any of them.
+size_t run_row_counts(Batcher& b, const std::vector<int>& counts) {
+  size_t most = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int n = counts[i];
+    HostTensor t;
+    t.shape = Shape{n, 2};
+    double expect = 0;
+    for (int k = 0; k < 2 * n; ++k) {
+      t.data.push_back(float(k % 7) - 2.5f);
+      expect += double(k % 7) - 2.5;
+    }
+    Replies replies;
+    EXPECT_EQ(b.submit(request(t, replies.slot(0))), Admit::kQueued);
+    EXPECT_TRUE(replies.wait_for(1));
+    const InferReply& r = replies.got[0];
+    EXPECT_EQ(r.status, 200) << r.error;
+    if (r.status == 200) {
+      EXPECT_EQ(r.outputs[0].data.size(), 1u);
+      EXPECT_NEAR(r.outputs[0].data[0], expect, 1e-4) << n << " rows";
+    }
+    most = std::max(most, b.executors_bound());
+  }
+  return most;
+}
+
+TEST(ServeBatcher, ExecutorsForDistinctRowCountsAreBounded) {
+  TempDir repo;
+  write_sum_up_to(repo.path(), "total", 32);
+  auto model = load_model((repo.path() / "total").string(), {});
+  ASSERT_FALSE(model->batchable);
+  EXPECT_EQ(model->config.extra_executors, 8);  // the documented default
+  Batcher b(model, true, nullptr);
+  std::vector<int> counts;
+  for (int n = 1; n <= 20; ++n) counts.push_back(n);
+  // Sizes 1, 2, 4, 8, 16 are batch sizes (kept); the 15 others share 8 places.
+  EXPECT_EQ(run_row_counts(b, counts), 5u + 8u);
+  EXPECT_EQ(b.executors_bound(), 5u + 8u);
+  // Dropped sizes bind again when they come back, and still answer correctly.
+  EXPECT_EQ(run_row_counts(b, {3, 5, 6, 7, 3, 20}), 5u + 8u);
+}
+
+TEST(ServeBatcher, ExtraExecutorsComeFromTheConfig) {
+  TempDir repo;
+  write_sum_up_to(repo.path(), "total", 12, ", \"batch_sizes\": [4, 12], \"extra_executors\": 2");
+  auto model = load_model((repo.path() / "total").string(), {});
+  EXPECT_EQ(model->config.extra_executors, 2);
+  Batcher b(model, true, nullptr);
+  EXPECT_EQ(run_row_counts(b, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 12}), 2u + 2u);
 }
 
 TEST(ServeBatcher, ValidateInputsNamesTheProblem) {
