@@ -1,10 +1,13 @@
 // Runtime operator registration (C++ API and C ABI) under concurrency, foreign operators in the
 // executor (asynchronous kind included) with gradients checked against finite differences,
-// read-only arrays, and the header-only weft.hpp wrapper.
+// read-only arrays, generation-checked handles (use after free, double free, another kind),
+// DLPack imports whose extent would wrap the address space, and the header-only weft.hpp wrapper.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -296,6 +299,133 @@ TEST(ReadOnlyArrays, OperatorsRefuseToWriteThem) {
     EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
   }
   EXPECT_EQ(ro.to_vector<float>()[0], 0.0f);
+}
+
+// ---- handles (Note [Generation-checked handles]) ---------------------------------------------
+
+std::string handle_text(const void* handle) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%016llx",
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(handle)));
+  return buf;
+}
+
+bool has(const char* text, const std::string& part) {
+  return std::string(text).find(part) != std::string::npos;
+}
+
+weft_array_t new_c_array() {
+  const int64_t shape[2] = {3, 5};
+  weft_array_t a = nullptr;
+  EXPECT_EQ(weft_array_zeros(shape, 2, 0, weft_device_t{1, 0}, &a), 0) << weft_last_error();
+  return a;
+}
+
+constexpr const char* kTinyGraph = R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+  {"op": "Activation", "name": "relu", "attrs": {"act_type": "relu"}, "inputs": [[0, 0, 0]]}],
+  "arg_nodes": [0], "heads": [[1, 0, 0]]})";
+
+TEST(Handles, UseAfterFreeIsAnErrorNamingTheHandleWhenItsMemoryIsReused) {
+  weft_array_t stale = new_c_array();
+  ASSERT_EQ(weft_array_free(stale), 0);
+  // New handles of the same size: the freed one's slot (or, before, its memory) is reused.
+  std::vector<weft_array_t> fresh;
+  for (int i = 0; i < 64; ++i) fresh.push_back(new_c_array());
+  int dtype = -1;
+  EXPECT_EQ(weft_array_dtype(stale, &dtype), -1);
+  EXPECT_TRUE(has(weft_last_error(), "not a live weft array handle")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), "freed")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), handle_text(stale))) << weft_last_error();
+  const int64_t* shape = nullptr;
+  int ndim = 0;
+  EXPECT_EQ(weft_array_shape(stale, &shape, &ndim), -1);
+  // The new handles are unaffected.
+  for (weft_array_t a : fresh) {
+    ASSERT_EQ(weft_array_shape(a, &shape, &ndim), 0) << weft_last_error();
+    EXPECT_EQ(ndim, 2);
+    EXPECT_EQ(weft_array_free(a), 0);
+  }
+}
+
+TEST(Handles, DoubleFreeIsAnErrorAndLeavesTheSlotsNewOwnerAlive) {
+  weft_array_t a = new_c_array();
+  ASSERT_EQ(weft_array_free(a), 0);
+  EXPECT_EQ(weft_array_free(a), -1);
+  EXPECT_TRUE(has(weft_last_error(), "freed")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), handle_text(a))) << weft_last_error();
+  // Freed again after its slot went to a new array: the new array stays alive.
+  weft_array_t b = new_c_array();
+  EXPECT_EQ(weft_array_free(a), -1);
+  int dtype = -1;
+  EXPECT_EQ(weft_array_dtype(b, &dtype), 0) << weft_last_error();
+  EXPECT_EQ(dtype, 0);
+  EXPECT_EQ(weft_array_free(b), 0);
+  EXPECT_EQ(weft_array_free(nullptr), 0);
+}
+
+TEST(Handles, GraphsAndExecutorsAreGenerationCheckedToo) {
+  weft_graph_t g = nullptr;
+  ASSERT_EQ(weft_graph_load_json(kTinyGraph, std::strlen(kTinyGraph), &g), 0) << weft_last_error();
+  const char* names[1] = {"x"};
+  const int64_t dims[2] = {2, 3};
+  const int64_t* shapes[1] = {dims};
+  const int ndims[1] = {2};
+  weft_executor_t e = nullptr;
+  ASSERT_EQ(weft_executor_bind(g, weft_device_t{1, 0}, names, shapes, ndims, 1, 0, &e), 0)
+      << weft_last_error();
+  // A handle of one kind is not taken for another.
+  int dtype = -1;
+  EXPECT_EQ(weft_array_dtype(reinterpret_cast<weft_array_t>(g), &dtype), -1);
+  EXPECT_TRUE(has(weft_last_error(), "is a weft graph handle")) << weft_last_error();
+  EXPECT_EQ(weft_graph_free(reinterpret_cast<weft_graph_t>(e)), -1);
+  EXPECT_TRUE(has(weft_last_error(), "is a weft executor handle")) << weft_last_error();
+
+  ASSERT_EQ(weft_executor_free(e), 0);
+  ASSERT_EQ(weft_graph_free(g), 0);
+  weft_graph_t g2 = nullptr;
+  ASSERT_EQ(weft_graph_load_json(kTinyGraph, std::strlen(kTinyGraph), &g2), 0);
+  weft_executor_t e2 = nullptr;
+  EXPECT_EQ(weft_executor_bind(g, weft_device_t{1, 0}, names, shapes, ndims, 1, 0, &e2), -1);
+  EXPECT_TRUE(has(weft_last_error(), "not a live weft graph handle")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), handle_text(g))) << weft_last_error();
+  EXPECT_EQ(weft_executor_forward(e, 0), -1);
+  EXPECT_TRUE(has(weft_last_error(), "not a live weft executor handle")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), handle_text(e))) << weft_last_error();
+  EXPECT_EQ(weft_executor_free(e), -1);
+  EXPECT_EQ(weft_graph_free(g), -1);
+  EXPECT_EQ(weft_graph_free(g2), 0);
+}
+
+// ---- DLPack import bounds -----------------------------------------------------------------------
+
+TEST(DlpackImport, ByteOffsetThatWrapsTheAddressSpaceIsRefused) {
+  static float storage[16];
+  int64_t shape[1] = {16};
+  DLManagedTensor t{};
+  t.dl_tensor.data = storage;
+  t.dl_tensor.device = {kDLCPU, 0};
+  t.dl_tensor.ndim = 1;
+  t.dl_tensor.dtype = {kDLFloat, 32, 1};
+  t.dl_tensor.shape = shape;
+  t.dl_tensor.strides = nullptr;
+  t.deleter = nullptr;
+  const auto base = reinterpret_cast<uintptr_t>(storage);
+  weft_array_t out = nullptr;
+  // data + byte_offset itself wraps around (the offset is a multiple of 4: alignment holds).
+  t.dl_tensor.byte_offset = UINT64_MAX - 3;
+  EXPECT_EQ(weft_array_from_dlpack(&t, &out), -1);
+  EXPECT_TRUE(has(weft_last_error(), "byte_offset")) << weft_last_error();
+  EXPECT_TRUE(has(weft_last_error(), "wraps")) << weft_last_error();
+  EXPECT_EQ(out, nullptr);
+  // The first element fits, the 64 bytes after it do not.
+  t.dl_tensor.byte_offset = (UINTPTR_MAX - base - 15) & ~uint64_t{3};
+  EXPECT_EQ(weft_array_from_dlpack(&t, &out), -1);
+  EXPECT_TRUE(has(weft_last_error(), "past the end of the address space")) << weft_last_error();
+  EXPECT_EQ(out, nullptr);
+  // In bounds: imported (zero-copy), and freeing the handle gives the memory back.
+  t.dl_tensor.byte_offset = 0;
+  ASSERT_EQ(weft_array_from_dlpack(&t, &out), 0) << weft_last_error();
+  EXPECT_EQ(weft_array_free(out), 0);
 }
 
 // ---- weft.hpp ----------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 // Hostile graphs, shapes and files through JSON -> infer -> plan -> bind and the `weft replay`
 // program: sizes beyond weft's limit or the device's memory end in an error naming the node (or
 // input, or array) and its shape, before any allocation or oneDNN descriptor; never a signal.
+// Entry indices of 2^31 and more, output counts past kMaxNodeOutputs and sparse records that
+// densify out of proportion to the file are refused at load.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "graph/infer.h"
 #include "graph/json.h"
 #include "graph/plan.h"
+#include "graph/symbol.h"
 #include "memory/arena.h"
 #include "tests/graph/cli_run.h"
 #include "tests/ndarray/crafted_params.h"
@@ -41,6 +45,29 @@ std::string fc_json(const std::string& num_hidden, const std::string& shape) {
          num_hidden + R"json("}, "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},
     {"op": "Activation", "name": "relu", "attrs": {"act_type": "relu"}, "inputs": [[3, 0, 0]]}],
   "arg_nodes": [0, 1, 2], "node_row_ptr": [0, 1, 2, 3, 4, 5], "heads": [[4, 0, 0]],
+  "attrs": {"mxnet_version": ["int", 10500]}})json";
+}
+
+// data -> relu, where relu reads output `input_index` of data and the head is output
+// `head_index` of node `head_node`.
+std::string entry_json(const std::string& input_index, const std::string& head_node,
+                       const std::string& head_index) {
+  return R"json({"nodes": [
+    {"op": "null", "name": "data", "inputs": []},
+    {"op": "Activation", "name": "relu", "attrs": {"act_type": "relu"}, "inputs": [[0, )json" +
+         input_index + R"json(, 0]]}],
+  "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[)json" +
+         head_node + ", " + head_index + R"json(, 0]],
+  "attrs": {"mxnet_version": ["int", 10500]}})json";
+}
+
+// data (n, 8) -> SliceChannel(num_outputs) -> head: the first part.
+std::string split_json(const std::string& num_outputs) {
+  return R"json({"nodes": [
+    {"op": "null", "name": "data", "attrs": {"__shape__": "(2, 8)"}, "inputs": []},
+    {"op": "SliceChannel", "name": "split", "attrs": {"num_outputs": ")json" +
+         num_outputs + R"json(", "axis": "1"}, "inputs": [[0, 0, 0]]}],
+  "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[1, 0, 0]],
   "attrs": {"mxnet_version": ["int", 10500]}})json";
 }
 
@@ -124,6 +151,53 @@ TEST(HostileGraph, EntryLargerThanTheDeviceIsOutOfMemoryNamingTheNode) {
   EXPECT_TRUE(contains(b, "(17179869184, 1024)")) << b;
 }
 
+TEST(HostileGraph, InputEntryIndexOf2To31OrMoreIsRefusedNamingNodeAndIndex) {
+  for (const std::string index : {"2147483648", "4294967295"}) {
+    const std::string m = error_of<ValueError>([&] { load(entry_json(index, "1", "0")); });
+    EXPECT_TRUE(contains(m, "hostile.json")) << m;
+    EXPECT_TRUE(contains(m, "'relu'")) << m;
+    EXPECT_TRUE(contains(m, "input 0 uses output " + index)) << m;
+    EXPECT_TRUE(contains(m, "'data'")) << m;
+  }
+}
+
+TEST(HostileGraph, HeadEntryIndexOf2To31OrMoreIsRefusedNamingHeadNodeAndIndex) {
+  for (const std::string index : {"2147483648", "4294967295"}) {
+    for (const std::string node : {"0", "1"}) {
+      const std::string m = error_of<ValueError>([&] { load(entry_json("0", node, index)); });
+      EXPECT_TRUE(contains(m, "head 0 uses output " + index)) << m;
+      EXPECT_TRUE(contains(m, node == "0" ? "'data'" : "'relu'")) << m;
+    }
+  }
+}
+
+TEST(HostileGraph, OutputCountPastTheLimitIsRefusedAtLoadNamingTheNode) {
+  for (const std::string n :
+       {std::string("2147483647"), std::string("1048576"), std::to_string(kMaxNodeOutputs + 1)}) {
+    const std::string m = error_of<ValueError>([&] { load(split_json(n)); });
+    EXPECT_TRUE(contains(m, "'split'")) << m;
+    EXPECT_TRUE(contains(m, n + " outputs")) << m;
+    EXPECT_TRUE(contains(m, "kMaxNodeOutputs")) << m;
+  }
+  // At the limit the graph loads, and binds with the op's own output count.
+  auto g = load(R"json({"nodes": [
+    {"op": "null", "name": "data", "attrs": {"__shape__": "(1, 4096)"}, "inputs": []},
+    {"op": "SliceChannel", "name": "split", "attrs": {"num_outputs": "4096"},
+     "inputs": [[0, 0, 0]]}],
+    "arg_nodes": [0], "heads": [[1, 4095, 0]]})json");
+  EXPECT_EQ(g->num_entries(), 1u + static_cast<uint32_t>(kMaxNodeOutputs));
+  const InferResult r = infer_shapes_types(*g, {});
+  EXPECT_EQ(r.shapes[g->entry_id(g->heads[0])], (Shape{1, 1}));
+}
+
+TEST(HostileGraph, SymbolApiRefusesAnOutputCountPastTheLimit) {
+  const Symbol data = Symbol::variable("data");
+  const std::string m = error_of<ValueError>([&] { sym::SliceChannel(data, "split", 1 << 20); });
+  EXPECT_TRUE(contains(m, "'split'")) << m;
+  EXPECT_TRUE(contains(m, "kMaxNodeOutputs")) << m;
+  EXPECT_EQ(sym::SliceChannel(data, "split4", 4).num_outputs(), 4u);
+}
+
 TEST(HostilePlan, BuffersWhoseOffsetsWouldOverflowAreRefused) {
   // Twenty live buffers of 2^60 bytes: their offsets add up past 2^64.
   std::vector<PlanBuffer> buffers(20);
@@ -190,6 +264,42 @@ TEST_F(HostileCli, ReplayWithACraftedCsrParamsFileFailsCleanly) {
   const CliRun r = run_cli("replay " + path("mlp-symbol.json") + " --input data=2x784 --params " +
                            path("crafted.params") + " --iters 1 --warmup 0 --quiet");
   expect_clean_failure(r, "arg:fc1_weight");
+}
+
+TEST_F(HostileCli, InfoAndReplayRefuseEntryIndicesOf2To31OrMore) {
+  for (const std::string index : {"2147483648", "4294967295"}) {
+    for (const bool head : {false, true}) {
+      const std::string file = path("entry.json");
+      std::ofstream(file, std::ios::trunc)
+          << (head ? entry_json("0", "1", index) : entry_json(index, "1", "0"));
+      expect_clean_failure(run_cli("info " + file), index);
+      const CliRun r = run_cli("replay " + file + " --input data=2x3 --iters 1 --warmup 0 --quiet");
+      expect_clean_failure(r, index);
+      EXPECT_TRUE(contains(r.output, head ? "head 0" : "'relu'")) << r.output;
+    }
+  }
+}
+
+TEST_F(HostileCli, InfoAndReplayRefuseAHugeOutputCountAtLoad) {
+  for (const std::string n : {"2147483647", "1048576"}) {
+    const std::string file = path("split.json");
+    std::ofstream(file, std::ios::trunc) << split_json(n);
+    expect_clean_failure(run_cli("info " + file), "kMaxNodeOutputs");
+    expect_clean_failure(
+        run_cli("replay " + file + " --input data=2x8 --iters 1 --warmup 0 --quiet"),
+        "kMaxNodeOutputs");
+  }
+}
+
+TEST_F(HostileCli, ReplayRefusesAnEmptySparseRecordDeclaringOneGiB) {
+  // 121 bytes: a row_sparse (2^28, 1) float32 record with no stored rows.
+  const std::vector<uint8_t> bytes = testing::empty_row_sparse_params("arg:w", int64_t{1} << 28, 1);
+  EXPECT_EQ(bytes.size(), 121u);
+  testing::write_bytes(path("empty.params"), bytes);
+  const CliRun r = run_cli("replay " + path("mlp-symbol.json") + " --input data=2x784 --params " +
+                           path("empty.params") + " --iters 1 --warmup 0 --quiet");
+  expect_clean_failure(r, "max_sparse_expansion_bytes");
+  EXPECT_TRUE(contains(r.output, "'arg:w'")) << r.output;
 }
 
 TEST_F(HostileCli, ReplayWithAHugeInputShapeFailsCleanly) {

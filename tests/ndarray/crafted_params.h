@@ -64,6 +64,21 @@ inline std::vector<uint8_t> row_sparse_params(const std::string& name, int64_t r
   return b.bytes;
 }
 
+/// A dict file with one V2 row_sparse float32 record called `name` of logical shape (rows,
+/// width) that stores no rows: all of it is zeros once densified. 116 bytes plus the name.
+inline std::vector<uint8_t> empty_row_sparse_params(const std::string& name, int64_t rows,
+                                                    int64_t width) {
+  ParamsBytes b;
+  b.header(1).put<uint32_t>(kMagicV2).put<int32_t>(1);  // row_sparse
+  b.shape({0, width});                                  // storage shape: no stored rows
+  b.shape({rows, width});                               // logical shape
+  b.put<int32_t>(1).put<int32_t>(0);                    // cpu(0)
+  b.put<int32_t>(kFlagFloat32);
+  b.put<int32_t>(kFlagInt64).shape({0});  // aux 0: no row indices
+  b.names({name});
+  return b.bytes;
+}
+
 /// A dict file with one V2 csr float32 record called `name`: logical shape (1, cols), one
 /// stored value 7 in column `column`.
 inline std::vector<uint8_t> csr_params(const std::string& name, int64_t cols, int64_t column) {

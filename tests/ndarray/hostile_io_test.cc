@@ -1,10 +1,13 @@
 // Hostile .params and .npy files through the whole load path to NDArray: sparse records whose
 // logical shape overflows or exceeds the device, inconsistent sparse counts, huge .npy headers,
-// and NDArray allocation larger than the device. Each must end in a weft::Error naming the
-// array, never a crash (see Note [Densifying hostile records] in ndarray/io.cc).
+// and NDArray allocation larger than the device, sparse records that densify out of all
+// proportion to the file (LoadOptions::max_sparse_expansion_bytes). Each must end in a
+// weft::Error naming the array, never a crash (see Note [Densifying hostile records] in
+// ndarray/io.cc).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@ namespace weft {
 namespace {
 
 using testing::csr_params;
+using testing::empty_row_sparse_params;
 using testing::ParamsBytes;
 using testing::row_sparse_params;
 
@@ -31,6 +35,24 @@ bool contains(const std::string& text, const std::string& part) {
 
 LoadedArrays load(const std::vector<uint8_t>& bytes) {
   return load_arrays_from_memory(bytes.data(), bytes.size(), "crafted.params");
+}
+
+LoadedArrays load(const std::vector<uint8_t>& bytes, uint64_t max_sparse_expansion_bytes) {
+  LoadOptions options;
+  options.max_sparse_expansion_bytes = max_sparse_expansion_bytes;
+  return load_arrays_from_memory(bytes.data(), bytes.size(), "crafted.params", options);
+}
+
+// The ValueError `f` throws; a test failure when it throws none.
+template <typename F>
+std::string value_error_of(F&& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ValueError";
+  return "";
 }
 
 // The first record: a row_sparse (2^59, 16) whose dense size wraps to 0, so that the
@@ -139,6 +161,59 @@ TEST(HostileParams, ValidSparseRecordsStillLoad) {
   EXPECT_EQ(rsp.get("r").to_vector<float>(), (std::vector<float>{0, 0, 0, 0, 1, 2}));
   auto csr = load(csr_params("c", 4, 1));
   EXPECT_EQ(csr.get("c").to_vector<float>(), (std::vector<float>{0, 7, 0, 0}));
+}
+
+TEST(SparseExpansion, EmptyRecordDeclaringOneGiBIsRefusedNamingTheLimit) {
+  // 121 bytes: row_sparse (2^28, 1) float32 with no stored rows densifies to 1 GiB.
+  const auto bytes = empty_row_sparse_params("arg:w", int64_t{1} << 28, 1);
+  ASSERT_EQ(bytes.size(), 121u);
+  const std::string m = value_error_of([&] { load(bytes); });
+  EXPECT_TRUE(contains(m, "crafted.params")) << m;
+  EXPECT_TRUE(contains(m, "'arg:w'")) << m;
+  EXPECT_TRUE(contains(m, "1073741824")) << m;
+  EXPECT_TRUE(contains(m, "max_sparse_expansion_bytes")) << m;
+}
+
+TEST(SparseExpansion, RaisingTheLimitLoadsALargeEmptyRecord) {
+  // (1024, 1024) float32: 4 MiB of zeros from 121 bytes.
+  const auto bytes = empty_row_sparse_params("arg:w", 1024, 1024);
+  const std::string m = value_error_of([&] { load(bytes, uint64_t{1} << 20); });
+  EXPECT_TRUE(contains(m, "'arg:w'")) << m;
+  EXPECT_TRUE(contains(m, "4194304")) << m;
+  for (uint64_t limit : {uint64_t{4} << 20, kDefaultMaxSparseExpansionBytes}) {
+    const LoadedArrays loaded = load(bytes, limit);
+    const std::vector<float> v = loaded.get("arg:w").to_vector<float>();
+    ASSERT_EQ(v.size(), 1024u * 1024u);
+    EXPECT_EQ(std::count(v.begin(), v.end(), 0.0f), static_cast<ptrdiff_t>(v.size()));
+  }
+}
+
+TEST(SparseExpansion, TheLimitCountsEverySparseRecordOfTheFile) {
+  // Two empty (512, 384) float32 records, 768 KiB each: each alone within 1 MiB, not both.
+  ParamsBytes b;
+  b.header(2);
+  for (int i = 0; i < 2; ++i) {
+    b.put<uint32_t>(testing::kMagicV2).put<int32_t>(1);
+    b.shape({0, 384}).shape({512, 384});
+    b.put<int32_t>(1).put<int32_t>(0).put<int32_t>(testing::kFlagFloat32);
+    b.put<int32_t>(testing::kFlagInt64).shape({0});
+  }
+  b.names({"first", "second"});
+  const std::string m = value_error_of([&] { load(b.bytes, uint64_t{1} << 20); });
+  EXPECT_TRUE(contains(m, "'second'")) << m;
+  EXPECT_TRUE(contains(m, "1572864 dense bytes")) << m;
+  EXPECT_EQ(load(b.bytes, uint64_t{2} << 20).arrays.size(), 2u);
+}
+
+TEST(SparseExpansion, RecordsStoringAProportionateShareLoadPastTheLimit) {
+  // (1024, 1024) float32, 4 MiB dense, stores one row (4096 bytes) and its index (8): at least
+  // 1/kSparseExpansionRatio of its dense size, so a 1 MiB limit does not refuse it.
+  const auto bytes = row_sparse_params("p", 1024, 1024, 5);
+  const std::vector<float> v = load(bytes, uint64_t{1} << 20).get("p").to_vector<float>();
+  ASSERT_EQ(v.size(), 1024u * 1024u);
+  EXPECT_EQ(v[5 * 1024], 1.0f);
+  EXPECT_EQ(v[5 * 1024 + 1023], 1024.0f);
+  EXPECT_EQ(v[4 * 1024], 0.0f);
 }
 
 TEST(HostileParams, ThroughAFileTheMessageNamesThePath) {
