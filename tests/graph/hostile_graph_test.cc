@@ -172,7 +172,7 @@ TEST(HostileGraph, HeadEntryIndexOf2To31OrMoreIsRefusedNamingHeadNodeAndIndex) {
 }
 
 TEST(HostileGraph, OutputCountPastTheLimitIsRefusedAtLoadNamingTheNode) {
-  for (const std::string n :
+  for (const std::string& n :
        {std::string("2147483647"), std::string("1048576"), std::to_string(kMaxNodeOutputs + 1)}) {
     const std::string m = error_of<ValueError>([&] { load(split_json(n)); });
     EXPECT_TRUE(contains(m, "'split'")) << m;
