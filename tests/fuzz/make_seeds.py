@@ -95,6 +95,12 @@ def params_seeds():
         "csr": params_file([csr(3, 4, [(0, 1), (2, 0), (2, 3)])], ["arg:w"]),
         "csr_i32": params_file([csr(2, 2, [(1, 1)], I32), dense([2])], ["c", "d"]),
         "mixed": params_file([row_sparse(3, 2, [2]), csr(2, 3, [(0, 2)]), dense([2, 2])]),
+        # Empty sparse records declaring 1 GiB dense (121 bytes; LoadOptions::max_sparse_expansion_bytes),
+        # and many smaller empty ones that only together pass the limit.
+        "row_sparse_empty_1gib": params_file([row_sparse(1 << 28, 1, [])], ["arg:w"]),
+        "csr_empty_1gib": params_file([csr(1, 1 << 28, [])], ["arg:c"]),
+        "row_sparse_empty_many": params_file([row_sparse(1 << 24, 4, []) for _ in range(5)],
+                                             ["r%d" % i for i in range(5)]),
     }
 
 
@@ -137,8 +143,30 @@ def var(name, shape_text=None):
     return ("null", name, {"__shape__": shape_text} if shape_text else {}, [])
 
 
+def entry_graph(input_index, head_node, head_index):
+    """data -> relu reading output input_index of data; the head is (head_node, head_index)."""
+    return json.dumps({"nodes": [{"op": "null", "name": "data", "inputs": []},
+                                 {"op": "Activation", "name": "relu", "attrs": {"act_type": "relu"},
+                                  "inputs": [[0, input_index, 0]]}],
+                       "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[head_node, head_index, 0]],
+                       "attrs": {"mxnet_version": ["int", 10500]}}).encode()
+
+
+def hostile_graph_seeds():
+    """Entry indices of 2^31 and 2^32 - 1 (inputs and heads), output counts past kMaxNodeOutputs."""
+    seeds = {}
+    for index in (2 ** 31, 2 ** 32 - 1):
+        seeds["input_index_%d" % index] = entry_graph(index, 1, 0)
+        seeds["head_index_%d" % index] = entry_graph(0, 1, index)
+        seeds["var_head_index_%d" % index] = entry_graph(0, 0, index)
+    for count in (2 ** 31 - 1, 2 ** 20, 4097, 4096):
+        seeds["split_%d" % count] = graph([var("data", "(1, %d)" % count),
+                                           ("SliceChannel", "split", {"num_outputs": str(count)}, [0])], [1])
+    return seeds
+
+
 def graph_seeds():
-    return {
+    return dict(hostile_graph_seeds(), **{
         "mlp": graph([var("data", "(0, 8)"), var("fc1_weight"), var("fc1_bias"),
                       ("FullyConnected", "fc1", {"num_hidden": "16"}, [0, 1, 2]),
                       ("Activation", "relu1", {"act_type": "relu"}, [3]), var("fc2_weight"), var("fc2_bias"),
@@ -170,7 +198,7 @@ def graph_seeds():
                             ("Embedding", "embed", {"input_dim": "10", "output_dim": "4"}, [0, 1]),
                             ("expand_dims", "ex", {"axis": "1"}, [2]), ("squeeze", "sq", {"axis": "(1,)"}, [3])],
                            [4]),
-    }
+    })
 
 
 def capi_seeds():

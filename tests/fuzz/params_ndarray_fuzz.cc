@@ -1,6 +1,7 @@
 // libFuzzer entry point for the whole `.params` -> NDArray path: parsing, then densifying sparse
 // records and allocating the arrays (load_arrays_from_memory). Any input must load or throw
-// weft::Error; what loads must have the file's shapes, and dense arrays the file's bytes.
+// weft::Error; what loads must have the file's shapes, and dense arrays the file's bytes; sparse
+// records that densify out of proportion to the file must be refused.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,21 +15,43 @@
 
 namespace {
 
-// Whether loading `raw` would allocate more than the budget before it stops. Arrays are
-// converted in order, and one beyond weft's limits or the device's memory throws before
-// allocating (which is the behaviour under test), so only the arrays before it count.
-bool over_budget(const weft::NamedArrays& raw) {
+// The sparse densify limit the target loads with (LoadOptions::max_sparse_expansion_bytes): low
+// enough that a refused file is refused within the byte budget.
+constexpr uint64_t kSparseLimit = weft::fuzz::kMaxAllocatedBytes / 4;
+
+enum class Prediction { kLoads, kOverBudget, kRefused };
+
+// What loading `raw` does before it stops. Arrays are converted in order, and one beyond
+// weft's limits or the device's memory throws before allocating (which is the behaviour under
+// test), so only the arrays before it count; sparse records that take the file's sparse records
+// past kSparseLimit and kSparseExpansionRatio times the bytes they store are refused before
+// allocating (Note [Densifying hostile records]), and the load must then fail.
+Prediction predict(const weft::NamedArrays& raw) {
   const size_t capacity = weft::device_memory_capacity(weft::Device::cpu());
   size_t total = 0;
+  uint64_t sparse_dense = 0, sparse_stored = 0;
   for (const weft::HostArray& a : raw.arrays) {
     if (!a.shape.known()) continue;  // none arrays allocate nothing
-    if (!a.shape.within_limits()) return false;
+    if (!a.shape.within_limits()) return Prediction::kLoads;
     const size_t bytes = weft::shape_bytes(a.shape, weft::dtype_size(a.dtype), "fuzz");
-    if (capacity != 0 && bytes > capacity) return false;
+    if (capacity != 0 && bytes > capacity) return Prediction::kLoads;
+    if (a.storage_type != 0) {
+      sparse_dense += bytes;
+      sparse_stored += a.bytes.size();
+      for (const auto& aux : a.aux_bytes) sparse_stored += aux.size();
+      if (sparse_dense > kSparseLimit && sparse_dense / weft::kSparseExpansionRatio > sparse_stored)
+        return Prediction::kRefused;
+    }
     total += bytes;
-    if (total > weft::fuzz::kMaxAllocatedBytes) return true;
+    if (total > weft::fuzz::kMaxAllocatedBytes) return Prediction::kOverBudget;
   }
-  return false;
+  return Prediction::kLoads;
+}
+
+weft::LoadedArrays load(const uint8_t* data, size_t size) {
+  weft::LoadOptions options;
+  options.max_sparse_expansion_bytes = kSparseLimit;
+  return weft::load_arrays_from_memory(data, size, "fuzz", options);
 }
 
 }  // namespace
@@ -47,15 +70,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const weft::Error&) {
     // The NDArray path must fail too, and just as cleanly.
     try {
-      weft::load_arrays_from_memory(data, size, "fuzz");
+      load(data, size);
       __builtin_trap();
     } catch (const weft::Error&) {
     }
     return 0;
   }
-  if (over_budget(raw)) return 0;
+  const Prediction prediction = predict(raw);
+  if (prediction == Prediction::kOverBudget) return 0;
+  if (prediction == Prediction::kRefused) {
+    try {
+      load(data, size);
+      __builtin_trap();  // a sparse expansion past both limits loaded
+    } catch (const weft::Error&) {
+    }
+    return 0;
+  }
   try {
-    const weft::LoadedArrays loaded = weft::load_arrays_from_memory(data, size, "fuzz");
+    const weft::LoadedArrays loaded = load(data, size);
     if (loaded.arrays.size() != raw.arrays.size() || loaded.names != raw.names) __builtin_trap();
     for (size_t i = 0; i < raw.arrays.size(); ++i) {
       const weft::HostArray& h = raw.arrays[i];
