@@ -5,7 +5,9 @@
  *   naming what was wrong (thread-local, valid until the next failing call on the same thread).
  *   No C++ exception crosses this boundary.
  * - Handles are opaque. An array handle owns one reference to its array: free it exactly once with
- *   weft_array_free(). Variables (weft_var_t) are 16-byte values; copy them freely.
+ *   weft_array_free(). A freed handle, used or freed again, is an error naming it (handles are
+ *   generation-checked, docs/C_API.md). Variables (weft_var_t) are 16-byte values; copy them
+ *   freely.
  * - Every function is thread-safe unless its comment says otherwise.
  * - ABI versioning: WEFT_C_ABI_VERSION changes whenever a signature or a struct layout changes.
  *   Structs passed in by the caller begin with `struct_size` so that fields can be appended.
