@@ -52,30 +52,49 @@ std::string encode_npy(const HostTensor& t) {
 
 namespace {
 
+// "inputs.data[1][0]": `what` and the indices of the elements being visited.
+std::string path_of(const std::string& what, const std::vector<size_t>& at) {
+  std::string path = what;
+  for (size_t i : at) path += "[" + std::to_string(i) + "]";
+  return path;
+}
+
 // Walks a nested list: the first path through element 0 fixes the shape, every other element
-// must match it.
-void collect(const nlohmann::json& v, const std::string& path, int depth,
+// must match it. `at` holds the index at each level above `v`; its size is the depth of `v`,
+// at most kMaxJsonTensorRank, so the recursion is bounded. Messages (and their paths) are only
+// built when a check fails (WEFT_CHECK streams nothing otherwise).
+void collect(const nlohmann::json& v, const std::string& what, std::vector<size_t>& at,
              std::vector<int64_t>& dims, std::vector<float>& out) {
+  const size_t depth = at.size();
   if (v.is_array()) {
-    if (depth == static_cast<int>(dims.size())) {
-      WEFT_CHECK(out.empty()) << path << ": a list where a number was expected (ragged nesting)";
-      WEFT_CHECK(!v.empty()) << path << ": an empty list (every dimension must be at least 1)";
+    if (depth == dims.size()) {
+      WEFT_CHECK(out.empty()) << path_of(what, at)
+                              << ": a list where a number was expected (ragged nesting)";
+      WEFT_CHECK(!v.empty()) << path_of(what, at)
+                             << ": an empty list (every dimension must be at least 1)";
+      WEFT_CHECK(depth < static_cast<size_t>(kMaxJsonTensorRank))
+          << path_of(what, at) << ": lists nested deeper than " << kMaxJsonTensorRank
+          << " levels (the limit on a tensor's dimensions)";
       dims.push_back(static_cast<int64_t>(v.size()));
     }
     WEFT_CHECK(static_cast<int64_t>(v.size()) == dims[depth])
-        << path << ": " << v.size() << " elements where " << dims[depth]
+        << path_of(what, at) << ": " << v.size() << " elements where " << dims[depth]
         << " were expected (ragged nesting)";
+    at.push_back(0);
     for (size_t i = 0; i < v.size(); ++i) {
-      collect(v[i], path + "[" + std::to_string(i) + "]", depth + 1, dims, out);
+      at.back() = i;
+      collect(v[i], what, at, dims, out);
     }
+    at.pop_back();
     return;
   }
-  WEFT_CHECK(v.is_number()) << path << ": " << v.type_name() << " where a number was expected";
-  WEFT_CHECK(depth == static_cast<int>(dims.size()))
-      << path << ": a number where a list was expected (ragged nesting)";
+  WEFT_CHECK(v.is_number()) << path_of(what, at) << ": " << v.type_name()
+                            << " where a number was expected";
+  WEFT_CHECK(depth == dims.size())
+      << path_of(what, at) << ": a number where a list was expected (ragged nesting)";
   const double d = v.get<double>();
   WEFT_CHECK(std::abs(d) <= std::numeric_limits<float>::max())
-      << path << ": " << d << " is outside float32's range";
+      << path_of(what, at) << ": " << d << " is outside float32's range";
   out.push_back(static_cast<float>(d));
 }
 
@@ -125,12 +144,39 @@ std::optional<std::string> header_param(std::string_view header, std::string_vie
 
 }  // namespace
 
+nlohmann::json parse_json_body(std::string_view text, int max_depth) {
+  // nlohmann's parser and destructor do not recurse (3.11), but every walk over the value
+  // would; a scan of the text bounds the nesting before anything is built. Brackets inside
+  // strings do not count; a malformed text is left to the parser's own message.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      WEFT_CHECK(++depth <= max_depth) << "the JSON body nests deeper than " << max_depth
+                                       << " levels (the limit), at byte " << i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return nlohmann::json::parse(text);
+}
+
 HostTensor json_to_tensor(const nlohmann::json& value, const std::string& what) {
   WEFT_CHECK(value.is_array()) << what << ": expected a nested list of numbers, got "
                                << value.type_name();
   std::vector<int64_t> dims;
+  std::vector<size_t> at;
   HostTensor t;
-  collect(value, what, 0, dims, t.data);
+  collect(value, what, at, dims, t.data);
   t.shape = Shape(dims);
   return t;
 }

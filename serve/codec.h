@@ -27,8 +27,23 @@ HostTensor decode_npy(std::string_view body, const std::string& what);
 /// A `.npy` (format 1.0) of `t`.
 std::string encode_npy(const HostTensor& t);
 
+/// The most dimensions a tensor sent as nested JSON lists may have (`.npy` bodies have the
+/// loader's own limit). Also bounds the recursion of json_to_tensor.
+inline constexpr int kMaxJsonTensorRank = 32;
+/// How deep a JSON request body may nest: `{"inputs": {"NAME": ` and a tensor of
+/// kMaxJsonTensorRank dimensions fit with room to spare (graph/json_parse.h's kMaxJsonDepth, 64,
+/// for the same reason).
+inline constexpr int kMaxJsonBodyDepth = 64;
+
+/// Parses a JSON request body. Nesting deeper than `max_depth` (arrays and objects) is a
+/// ValueError naming the limit, found by a scan of the text before any value is built (a
+/// 40 KB body can nest 20,000 levels); syntax errors are nlohmann's parse_error. Thread-safe.
+nlohmann::json parse_json_body(std::string_view text, int max_depth = kMaxJsonBodyDepth);
+
 /// A rectangular nested list of numbers → tensor (shape from the nesting). Ragged lists, strings,
-/// booleans and empty dimensions are errors naming the path (`what[2][0]`).
+/// booleans, empty dimensions and more than kMaxJsonTensorRank dimensions are errors naming the
+/// path (`what[2][0]`). Recursion is bounded by kMaxJsonTensorRank; the path is built only for
+/// the error. Thread-safe.
 HostTensor json_to_tensor(const nlohmann::json& value, const std::string& what);
 /// The tensor as nested lists.
 nlohmann::json tensor_to_json(const HostTensor& t);

@@ -1,8 +1,11 @@
 // The routes of `weft serve` (see router.h).
 #include "serve/router.h"
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 #include "base/error.h"
 #include "serve/batcher.h"
@@ -30,11 +33,46 @@ std::string media_type(const std::string& content_type) {
   return t;
 }
 
+// Invalid UTF-8 (request bytes that were not passed through printable()) is replaced rather than
+// thrown on: an error response must not itself fail (every request gets exactly one answer).
 HttpResponse json_response(int status, const json& value) {
   HttpResponse r;
   r.status = status;
-  r.body = value.dump();
+  r.body = value.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
+}
+
+// Which route a path names; `model` for the two per-model routes.
+struct Route {
+  enum Kind { kHealth, kMetrics, kModels, kModel, kInfer, kNone } kind = kNone;
+  std::string model;
+};
+
+Route route_of(const std::string& path) {
+  if (path == "/v1/health") return {Route::kHealth, ""};
+  if (path == "/metrics") return {Route::kMetrics, ""};
+  if (path == "/v1/models") return {Route::kModels, ""};
+  const std::string prefix = "/v1/models/";
+  if (path.rfind(prefix, 0) != 0) return {};
+  std::string rest = path.substr(prefix.size());
+  if (rest.size() > 6 && rest.ends_with("/infer")) {
+    return {Route::kInfer, rest.substr(0, rest.size() - 6)};
+  }
+  return {Route::kModel, rest};
+}
+
+std::string path_of(const HttpRequest& request) {
+  return request.target.substr(0, request.target.find('?'));
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
 }
 
 json describe(const Model& m) {
@@ -66,31 +104,45 @@ struct BodyError {
   std::string message;
 };
 
+// The body form a Content-Type names, or nullopt for one the endpoint does not take.
+std::optional<Form> form_of(const std::string& content_type) {
+  const std::string type = media_type(content_type);
+  if (type == "application/x-npy" || type == "application/octet-stream") return Form::kNpy;
+  if (type == "multipart/form-data") return Form::kMultipart;
+  if (type == "application/json") return Form::kJson;
+  return std::nullopt;
+}
+
+std::string unsupported_media_type(const std::string& content_type) {
+  return "Content-Type '" + printable(content_type) +
+         "' is not accepted: send application/x-npy, multipart/form-data (.npy parts) or "
+         "application/json";
+}
+
 // The request's named tensors, from whichever form it came in.
 std::vector<std::pair<std::string, HostTensor>> read_inputs(const HttpRequest& req, const Model& m,
                                                             Form& form) {
-  const std::string type = media_type(req.content_type);
+  const std::optional<Form> found = form_of(req.content_type);
+  if (!found) throw BodyError{415, unsupported_media_type(req.content_type)};
+  form = *found;
   std::vector<std::pair<std::string, HostTensor>> named;
-  if (type == "application/x-npy" || type == "application/octet-stream") {
-    form = Form::kNpy;
+  if (form == Form::kNpy) {
     if (m.config.inputs.size() != 1) {
       throw BodyError{400, "model '" + m.name + "' has " + std::to_string(m.config.inputs.size()) +
                                " inputs: send them as multipart/form-data parts or JSON"};
     }
     const std::string& name = m.config.inputs[0].name;
     named.emplace_back(name, decode_npy(req.body, "the body (input '" + name + "')"));
-  } else if (type == "multipart/form-data") {
-    form = Form::kMultipart;
+  } else if (form == Form::kMultipart) {
     auto boundary = multipart_boundary(req.content_type);
     if (!boundary) throw BodyError{400, "multipart/form-data without a boundary parameter"};
     for (Part& p : parse_multipart(req.body, *boundary)) {
       named.emplace_back(p.name, decode_npy(p.body, "part '" + p.name + "'"));
     }
-  } else if (type == "application/json") {
-    form = Form::kJson;
+  } else {
     json j;
     try {
-      j = json::parse(req.body);
+      j = parse_json_body(req.body);  // bounds the nesting (kMaxJsonBodyDepth) before parsing
     } catch (const json::exception& e) {
       throw BodyError{400, std::string("the body is not valid JSON: ") + e.what()};
     }
@@ -100,10 +152,6 @@ std::vector<std::pair<std::string, HostTensor>> read_inputs(const HttpRequest& r
     for (const auto& [name, value] : j["inputs"].items()) {
       named.emplace_back(name, json_to_tensor(value, "inputs." + name));
     }
-  } else {
-    throw BodyError{415, "Content-Type '" + req.content_type +
-                             "' is not accepted: send application/x-npy, multipart/form-data "
-                             "(.npy parts) or application/json"};
   }
   return named;
 }
@@ -152,69 +200,143 @@ HttpResponse error_response(int status, const std::string& message) {
   return json_response(status, json{{"error", message}});
 }
 
-void Router::handle(HttpRequest&& request, bool shutting_down,
-                    std::function<void(HttpResponse&&)> respond) {
-  std::string path = request.target.substr(0, request.target.find('?'));
-  auto finish = [&](HttpResponse&& r, const std::string& model) {
-    metrics_.request(model, r.status, 0, false);
-    respond(std::move(r));
+bool equal_in_constant_time(const std::string& a, const std::string& b) {
+  // Every byte of the longer string is compared, and the differences are OR-ed without an
+  // early exit, so the time says nothing about the first difference.
+  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = diff | static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+std::optional<HttpResponse> Router::refusal(const HttpRequest& request, const std::string& path,
+                                            bool shutting_down) {
+  const Route route = route_of(path);
+  std::string label;  // the model the refusal is counted under
+  auto refuse = [&](HttpResponse&& r) {
+    metrics_.request(label, r.status, 0, false);
+    return std::optional<HttpResponse>(std::move(r));
   };
   auto method_not_allowed = [&](const char* allow) {
-    HttpResponse r = error_response(405, "method " + request.method + " is not allowed on " + path +
-                                             " (allowed: " + allow + ")");
+    HttpResponse r = error_response(405, "method " + request.method + " is not allowed on " +
+                                             printable(path) + " (allowed: " + allow + ")");
     r.headers.emplace_back("Allow", allow);
-    finish(std::move(r), "");
+    return refuse(std::move(r));
   };
-  if (path == "/v1/health") {
-    if (request.method != "GET") return method_not_allowed("GET");
-    if (shutting_down) return finish(json_response(503, {{"status", "shutting down"}}), "");
-    return finish(json_response(200, {{"status", "ok"}, {"models", repository_.models().size()}}),
-                  "");
+  // Note [Bearer token]: the token is compared in constant time, and a missing token is told
+  // apart from a wrong one only in the WWW-Authenticate header (RFC 6750 section 3.1).
+  const bool open = access_.token.empty() ||
+                    (route.kind == Route::kHealth && !access_.protect_health) ||
+                    (route.kind == Route::kMetrics && !access_.protect_metrics);
+  if (!open) {
+    const std::string& header = request.authorization;
+    const size_t space = header.find(' ');
+    const bool bearer = space != std::string::npos && iequals(header.substr(0, space), "Bearer");
+    std::string given = bearer ? header.substr(header.find_first_not_of(' ', space)) : "";
+    while (!given.empty() && given.back() == ' ') given.pop_back();
+    if (!bearer || !equal_in_constant_time(given, access_.token)) {
+      HttpResponse r = error_response(
+          401, header.empty() ? "this route needs a bearer token (Authorization: Bearer TOKEN)"
+                              : "the bearer token is not valid");
+      r.headers.emplace_back("WWW-Authenticate", header.empty() ? "Bearer realm=\"weft\""
+                                                                : "Bearer realm=\"weft\", "
+                                                                  "error=\"invalid_token\"");
+      return refuse(std::move(r));
+    }
   }
-  if (path == "/metrics") {
-    if (request.method != "GET") return method_not_allowed("GET");
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = metrics_.prometheus();
-    return finish(std::move(r), "");
+  switch (route.kind) {
+    case Route::kHealth:
+    case Route::kMetrics:
+      if (request.method != "GET") return method_not_allowed("GET");
+      return std::nullopt;
+    case Route::kNone:
+      return refuse(error_response(404, "no route " + printable(path) +
+                                            " (routes: GET /v1/health, GET /v1/models, GET "
+                                            "/v1/models/NAME, POST /v1/models/NAME/infer, "
+                                            "GET /metrics)"));
+    default:
+      break;
   }
   if (shutting_down) {
     HttpResponse r = error_response(503, "the server is shutting down");
     r.headers.emplace_back("Retry-After", "1");
-    return finish(std::move(r), "");
+    return refuse(std::move(r));
   }
-  if (path == "/v1/models") {
+  if (route.kind == Route::kModels) {
     if (request.method != "GET") return method_not_allowed("GET");
-    json list = json::array();
-    for (const auto& m : repository_.models()) list.push_back(describe(*m));
-    return finish(json_response(200, {{"models", list}}), "");
+    return std::nullopt;
   }
-  const std::string prefix = "/v1/models/";
-  if (path.rfind(prefix, 0) == 0) {
-    std::string rest = path.substr(prefix.size());
-    const bool is_infer = rest.size() > 6 && rest.ends_with("/infer");
-    const std::string name = is_infer ? rest.substr(0, rest.size() - 6) : rest;
-    std::shared_ptr<Batcher> batcher =
-        name.find('/') == std::string::npos ? repository_.find(name) : nullptr;
-    if (!batcher) return finish(error_response(404, "no model '" + name + "' is served"), "");
-    if (!is_infer) {
-      if (request.method != "GET") return method_not_allowed("GET");
-      return finish(json_response(200, describe(*batcher->model())), name);
+  if (route.model.find('/') != std::string::npos || !repository_.find(route.model)) {
+    return refuse(error_response(404, "no model '" + printable(route.model) + "' is served"));
+  }
+  if (route.kind == Route::kModel) {
+    if (request.method != "GET") return method_not_allowed("GET");
+    return std::nullopt;
+  }
+  if (request.method != "POST") return method_not_allowed("POST");
+  if (!form_of(request.content_type)) {
+    label = route.model;
+    return refuse(error_response(415, unsupported_media_type(request.content_type)));
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Router::refuse_early(const HttpRequest& head, bool shutting_down) {
+  return refusal(head, path_of(head), shutting_down);
+}
+
+void Router::handle(HttpRequest&& request, bool shutting_down,
+                    std::function<void(HttpResponse&&)> respond) {
+  const std::string path = path_of(request);
+  if (auto r = refusal(request, path, shutting_down)) {
+    return respond(std::move(*r));
+  }
+  auto finish = [&](HttpResponse&& r, const std::string& model) {
+    metrics_.request(model, r.status, 0, false);
+    respond(std::move(r));
+  };
+  const Route route = route_of(path);
+  switch (route.kind) {
+    case Route::kHealth:
+      if (shutting_down) return finish(json_response(503, {{"status", "shutting down"}}), "");
+      return finish(json_response(200, {{"status", "ok"}, {"models", repository_.models().size()}}),
+                    "");
+    case Route::kMetrics: {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = metrics_.prometheus();
+      return finish(std::move(r), "");
     }
-    if (request.method != "POST") return method_not_allowed("POST");
-    return infer(std::move(request), name, std::move(respond));
+    case Route::kModels: {
+      json list = json::array();
+      for (const auto& m : repository_.models()) list.push_back(describe(*m));
+      return finish(json_response(200, {{"models", list}}), "");
+    }
+    case Route::kModel: {
+      // The model may have been unloaded since refusal() looked.
+      std::shared_ptr<Batcher> batcher = repository_.find(route.model);
+      if (!batcher) {
+        return finish(error_response(404, "no model '" + printable(route.model) + "' is served"),
+                      "");
+      }
+      return finish(json_response(200, describe(*batcher->model())), route.model);
+    }
+    case Route::kInfer:
+      return infer(std::move(request), route.model, std::move(respond));
+    case Route::kNone:
+      break;
   }
-  finish(error_response(404, "no route " + path +
-                                 " (routes: GET /v1/health, GET /v1/models, GET "
-                                 "/v1/models/NAME, POST /v1/models/NAME/infer, "
-                                 "GET /metrics)"),
-         "");
+  WEFT_ICHECK(false) << "route of " << printable(path) << " not answered";
 }
 
 void Router::infer(HttpRequest&& request, const std::string& name,
                    std::function<void(HttpResponse&&)> respond) {
   std::shared_ptr<Batcher> batcher = repository_.find(name);
-  if (!batcher) {
+  if (!batcher) {  // unloaded since refusal() looked
     metrics_.request("", 404, 0, false);
     return respond(error_response(404, "no model '" + name + "' is served"));
   }
@@ -235,18 +357,24 @@ void Router::infer(HttpRequest&& request, const std::string& name,
   } catch (const BodyError& e) {
     return answer(respond, error_response(e.status, e.message));
   } catch (const std::exception& e) {
-    return answer(respond, error_response(400, client_message(e)));
+    return answer(respond, error_response(400, printable(client_message(e))));
   }
   const bool want_json = media_type(request.accept) == "application/json";
   job.arrival = arrival;
   auto shared_respond = std::make_shared<std::function<void(HttpResponse &&)>>(std::move(respond));
   job.done = [answer, shared_respond, form, want_json](InferReply&& reply) {
-    if (reply.status != 200)
-      return answer(*shared_respond, error_response(reply.status, reply.error));
-    HttpResponse r = render(reply, form, want_json);
-    char queued[32];
-    std::snprintf(queued, sizeof queued, "%.3f", reply.queue_seconds * 1e3);
-    r.headers.emplace_back("X-Weft-Queue-Ms", queued);
+    if (reply.status != 200) {
+      return answer(*shared_respond, error_response(reply.status, printable(reply.error)));
+    }
+    HttpResponse r;
+    try {
+      r = render(reply, form, want_json);
+      char queued[32];
+      std::snprintf(queued, sizeof queued, "%.3f", reply.queue_seconds * 1e3);
+      r.headers.emplace_back("X-Weft-Queue-Ms", queued);
+    } catch (const std::exception& e) {  // out of memory, say: answer with the error instead
+      r = error_response(500, "the response could not be written: " + client_message(e));
+    }
     answer(*shared_respond, std::move(r));
   };
   switch (batcher->submit(std::move(job))) {

@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
+#include "base/error.h"
 #include "ndarray/runtime.h"
 #include "ops/kernel_libraries.h"
 #include "serve/http_server.h"
@@ -23,6 +25,11 @@ struct ServeOptions {
   std::string device = "cpu";
   std::vector<std::string> plugins;
   int io_threads = 2;
+  int decode_threads = 2;
+  int max_connections = 0;
+  std::string auth_token_file;
+  bool auth_health = false;
+  bool auth_metrics = false;
   int max_body_mb = 64;
   int read_timeout_ms = 10000;
   int idle_timeout_ms = 30000;
@@ -34,9 +41,31 @@ struct ServeOptions {
   std::string port_file;
 };
 
+// The bearer token in `path`: its first line without surrounding whitespace, read once at start.
+std::string read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in) << "--auth-token-file " << path << ": cannot be read";
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  token = token.substr(0, token.find_first_of("\r\n"));
+  const size_t begin = token.find_first_not_of(" \t");
+  token = begin == std::string::npos ? "" : token.substr(begin);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.pop_back();
+  WEFT_CHECK(!token.empty()) << "--auth-token-file " << path << ": the first line is empty";
+  for (char c : token) {
+    WEFT_CHECK(c > ' ' && c < 127) << "--auth-token-file " << path
+                                   << ": the token has a space or a byte outside printable ASCII";
+  }
+  return token;
+}
+
 int run_serve(const ServeOptions& o) {
   std::fprintf(stderr, "weft serve: kernels: %s\n", describe_kernel_libraries().c_str());
   load_plugins(o.plugins);
+  WEFT_CHECK(!o.auth_token_file.empty() || (!o.auth_health && !o.auth_metrics))
+      << "--auth-health and --auth-metrics need --auth-token-file";
+  const std::string token = o.auth_token_file.empty() ? "" : read_token(o.auth_token_file);
   serve::Metrics metrics;
   serve::RepositoryOptions ro;
   ro.dir = o.models;
@@ -50,6 +79,11 @@ int run_serve(const ServeOptions& o) {
   so.host = o.host;
   so.port = static_cast<uint16_t>(o.port);
   so.io_threads = o.io_threads;
+  so.decode_threads = o.decode_threads;
+  so.max_connections = static_cast<size_t>(o.max_connections);
+  so.access.token = token;
+  so.access.protect_health = o.auth_health;
+  so.access.protect_metrics = o.auth_metrics;
   so.max_body_bytes = static_cast<size_t>(o.max_body_mb) << 20;
   so.read_timeout_ms = o.read_timeout_ms;
   so.idle_timeout_ms = o.idle_timeout_ms;
@@ -61,8 +95,9 @@ int run_serve(const ServeOptions& o) {
     std::ofstream(tmp) << server.port() << "\n";
     std::filesystem::rename(tmp, o.port_file);
   }
-  std::printf("serve listening on http://%s:%u (%zu models%s)\n", o.host.c_str(), server.port(),
-              repository.models().size(), o.no_batching ? ", batching off" : "");
+  std::printf("serve listening on http://%s:%u (%zu models%s%s)\n", o.host.c_str(), server.port(),
+              repository.models().size(), o.no_batching ? ", batching off" : "",
+              token.empty() ? "" : ", bearer token required");
   std::fflush(stdout);
   server.run();
   std::fprintf(stderr, "weft serve: stopped\n");
@@ -88,6 +123,18 @@ Command add_serve_command(CLI::App& app) {
   add_plugin_option(*a, o->plugins);
   a->add_option("--io-threads", o->io_threads, "Threads reading and writing HTTP")
       ->transform(integer_in(1, 64));
+  a->add_option("--decode-threads", o->decode_threads,
+                "Threads decoding inference request bodies (off the I/O threads)")
+      ->transform(integer_in(1, 64));
+  a->add_option("--max-connections", o->max_connections,
+                "Open connections at most; beyond it the longest idle one is closed, or the new "
+                "one answered 503 (0: the free descriptors less a reserve, docs/SERVE.md)")
+      ->transform(integer_in(0, 1 << 20));
+  a->add_option("--auth-token-file", o->auth_token_file,
+                "Require 'Authorization: Bearer TOKEN' on the model routes, TOKEN being the "
+                "file's first line (read at start)");
+  a->add_flag("--auth-health", o->auth_health, "Require the token on GET /v1/health too");
+  a->add_flag("--auth-metrics", o->auth_metrics, "Require the token on GET /metrics too");
   a->add_option("--max-body-mb", o->max_body_mb, "Largest request body, MiB")
       ->transform(integer_in(1, 4096));
   a->add_option("--read-timeout-ms", o->read_timeout_ms,

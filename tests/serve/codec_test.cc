@@ -95,6 +95,37 @@ TEST(ServeCodec, JsonErrorsNameThePath) {
       << message("[1, 1e300]");
 }
 
+TEST(ServeCodec, DeepNestingIsRefusedNamingTheLimit) {
+  // 20,000 levels in 40 KB: the decoder once recursed (and built a path) per level.
+  const std::string deep = std::string(20000, '[') + "1" + std::string(20000, ']');
+  try {
+    parse_json_body(deep);
+    FAIL() << "accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("deeper than 64 levels"), std::string::npos) << e.what();
+  }
+  // nlohmann's parser does not recurse: the value can be built, but json_to_tensor must stop.
+  const auto value = nlohmann::json::parse(deep);
+  try {
+    json_to_tensor(value, "inputs.data");
+    FAIL() << "accepted";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("deeper than 32 levels"), std::string::npos) << m.substr(0, 300);
+    std::string path = "inputs.data";
+    for (int i = 0; i < 32; ++i) path += "[0]";
+    EXPECT_NE(m.find(path + ": lists nested deeper"), std::string::npos) << m.substr(0, 300);
+  }
+  // 32 dimensions are a tensor; brackets inside strings do not nest.
+  const HostTensor t = json_to_tensor(
+      nlohmann::json::parse(std::string(32, '[') + "2.5" + std::string(32, ']')), "x");
+  EXPECT_EQ(t.shape.ndim(), 32);
+  EXPECT_EQ(t.data, std::vector<float>{2.5f});
+  EXPECT_EQ(parse_json_body("{\"a\": \"[[[\\\"[[[\"}", 1)["a"], "[[[\"[[[");
+  EXPECT_THROW(parse_json_body("[[1]]", 1), ValueError);
+  EXPECT_THROW(parse_json_body("{\"inputs\": ", 64), nlohmann::json::parse_error);
+}
+
 TEST(ServeCodec, MultipartRoundTripAndBoundary) {
   EXPECT_EQ(multipart_boundary("multipart/form-data; boundary=abc123"), "abc123");
   EXPECT_EQ(multipart_boundary("Multipart/Form-Data; charset=x; boundary=\"q r\""), "q r");

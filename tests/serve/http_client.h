@@ -1,5 +1,6 @@
 // A blocking HTTP/1.1 client on POSIX sockets for the loopback tests: raw bytes out (so tests can
-// send broken requests), one response in (status, headers, Content-Length body).
+// send broken requests), one response in (status, headers, Content-Length body), or every byte
+// until the server closes.
 #pragma once
 
 #include <arpa/inet.h>
@@ -22,13 +23,21 @@ struct Response {
 
 class Connection {
  public:
+  /// A connection to `port` on loopback (open() is false when it failed).
   explicit Connection(uint16_t port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    connect(port);
+  }
+  /// A socket not connected yet (its descriptor taken now): see connect().
+  Connection() { fd_ = ::socket(AF_INET, SOCK_STREAM, 0); }
+  /// Connects the socket to `port` on loopback; closes it when that fails.
+  bool connect(uint16_t port) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) close();
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) close();
+    return fd_ >= 0;
   }
   ~Connection() { close(); }
   Connection(const Connection&) = delete;
@@ -58,10 +67,31 @@ class Connection {
     }
     return false;
   }
-  /// Reads one response (waiting up to `ms` for each chunk).
+  /// Every byte the server sends until it closes the connection (waiting up to `ms` for each
+  /// chunk), with what read() received past its response; `closed` says whether it closed.
+  std::string read_until_closed(int ms, bool* closed = nullptr) {
+    std::string all = std::move(pending_);
+    pending_.clear();
+    bool eof = false;
+    char buf[65536];
+    pollfd p{fd_, POLLIN, 0};
+    while (fd_ >= 0 && ::poll(&p, 1, ms) > 0) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        eof = true;
+        break;
+      }
+      all.append(buf, static_cast<size_t>(n));
+    }
+    if (closed) *closed = eof;
+    return all;
+  }
+  /// Reads one response (waiting up to `ms` for each chunk). Bytes past it (a second response)
+  /// are kept for the next read.
   Response read(int ms = 60000) {
     Response r;
-    std::string head;
+    std::string head = std::move(pending_);
+    pending_.clear();
     while (head.find("\r\n\r\n") == std::string::npos) {
       if (!fill(head, ms)) return r;
     }
@@ -89,6 +119,7 @@ class Connection {
       if (!fill(rest, ms)) return r;
     }
     r.body = rest.substr(0, length);
+    pending_ = rest.substr(length);
     r.status = status;
     return r;
   }
@@ -104,6 +135,7 @@ class Connection {
     return true;
   }
   int fd_ = -1;
+  std::string pending_;  // received past the last response read
 };
 
 /// A request's bytes.
