@@ -6,10 +6,11 @@
 // Every call must return 0, or -1 with a non-empty weft_last_error(); anything else (another
 // return code, an empty message, a crash, a sanitizer report, a leak, a user-data or DLPack
 // deleter run twice or never) is a finding. The harness passes only pointers the ABI can rely
-// on: live handles it owns, NULL, and buffers as large as the counts it passes say. It explores
-// values, not the memory-safety violations that the ABI documents as undefined (freed handles,
-// wild pointers). Calls that would legitimately allocate more than kBudget bytes are skipped,
-// after checking with weft's own inference what they would allocate.
+// on: live handles it owns, NULL, handles it freed (generation-checked: every use must fail,
+// Note [Generation-checked handles]), and buffers as large as the counts it passes say. It
+// explores values, not the memory-safety violations that the ABI documents as undefined (wild
+// pointers into memory weft does not own). Calls that would legitimately allocate more than kBudget
+// bytes are skipped, after checking with weft's own inference what they would allocate.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -228,7 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Program p(data, size);
   State s;
   for (int step = 0; step < kMaxSteps && !p.done(); ++step) {
-    switch (p.u8() % 12) {
+    switch (p.u8() % 13) {
       case 0:
         do_create(p, s, false);
         break;
@@ -264,6 +265,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 11:
         do_autograd(p, s);
+        break;
+      case 12:
+        do_stale(p, s);
         break;
     }
   }

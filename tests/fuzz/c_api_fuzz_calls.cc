@@ -344,6 +344,7 @@ void do_graph(Program& p, State& s) {
   if (p.u8() % 4 == 3) {
     if (!s.graphs.empty()) {
       expect(weft_graph_free(s.graphs.back()), "weft_graph_free");
+      if (s.freed_graphs.size() < kMaxGraphs) s.freed_graphs.push_back(s.graphs.back());
       s.graphs.pop_back();
       s.graph_texts.pop_back();
     }
@@ -474,6 +475,36 @@ void do_executor(Program& p, State& s) {
       break;
   }
   if (rc == 0 && out != nullptr) s.add_array(out);
+}
+
+}  // namespace weft::fuzz::capi
+
+namespace weft::fuzz::capi {
+
+namespace {
+// A call on a freed handle: it must fail, with a message naming the handle as freed.
+void expect_stale(int rc, const char* call) {
+  if (rc != -1) fail(call, "a freed handle was accepted");
+  if (std::strstr(weft_last_error(), "freed") == nullptr) fail(call, "the message lacks 'freed'");
+}
+}  // namespace
+
+void do_stale(Program& p, State& s) {
+  const uint8_t what = p.u8() % 4;
+  if (what < 2 && !s.freed_arrays.empty()) {
+    weft_array_t a = s.freed_arrays[p.u8() % s.freed_arrays.size()];
+    int dtype = -1;
+    if (what == 0) expect_stale(weft_array_dtype(a, &dtype), "weft_array_dtype");
+    if (what == 1) expect_stale(weft_array_free(a), "weft_array_free");
+  } else if (what >= 2 && !s.freed_graphs.empty()) {
+    weft_graph_t g = s.freed_graphs[p.u8() % s.freed_graphs.size()];
+    weft_executor_t e = nullptr;
+    if (what == 2) {
+      expect_stale(weft_executor_bind(g, weft_device_t{1, 0}, nullptr, nullptr, nullptr, 0, 0, &e),
+                   "weft_executor_bind");
+    }
+    if (what == 3) expect_stale(weft_graph_free(g), "weft_graph_free");
+  }
 }
 
 }  // namespace weft::fuzz::capi

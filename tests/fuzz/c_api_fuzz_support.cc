@@ -185,6 +185,7 @@ void State::add_array(weft_array_t a) {
 void State::free_array(weft_array_t a) {
   arrays.erase(std::find(arrays.begin(), arrays.end(), a));
   expect(weft_array_free(a), "weft_array_free");
+  if (freed_arrays.size() < kMaxArrays) freed_arrays.push_back(a);
 }
 
 size_t State::nbytes(weft_array_t a) const {

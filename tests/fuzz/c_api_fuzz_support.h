@@ -97,6 +97,10 @@ class State {
   void finish();
 
   std::vector<weft_array_t> arrays;
+  /// Handles this input freed: generation-checked, so every use of one must fail (the harness
+  /// never dereferences a handle; the table behind it is weft's).
+  std::vector<weft_array_t> freed_arrays;
+  std::vector<weft_graph_t> freed_graphs;
   std::vector<weft_var_t> vars;  // from weft_var_new, not yet deleted
   std::vector<DLManagedTensor*> exports;
   std::vector<DLManagedTensorVersioned*> exports_versioned;
@@ -115,6 +119,8 @@ void do_push(Program& p, State& s);
 void do_vars(Program& p, State& s);
 void do_graph(Program& p, State& s);
 void do_executor(Program& p, State& s);
+/// A freed array or graph handle used again (query, free, bind): the call must fail.
+void do_stale(Program& p, State& s);
 /// Frees the tensors imported without a deleter (once no array uses them).
 void release_kept(State& s);
 

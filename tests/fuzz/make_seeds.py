@@ -202,16 +202,19 @@ def graph_seeds():
 
 
 def capi_seeds():
-    """c_api_fuzz reads a call per step (its first byte, modulo 12, picks the subject); a zero
+    """c_api_fuzz reads a call per step (its first byte, modulo 13, picks the subject; 12 uses
+    freed handles again); a zero
     byte decodes as the plain, valid value of every argument. Seeds: each subject followed by
     zeros (one valid call, then valid array creations), and fixed pseudo-random programs."""
-    seeds = {"call_%02d" % k: bytes([k]) + bytes(256) for k in range(12)}
+    seeds = {"call_%02d" % k: bytes([k]) + bytes(256) for k in range(13)}
     # A scalar float32 array (46 bytes), an operator registered with plain values (28 bytes),
     # then that operator invoked on the array (byte layout of c_api_fuzz.cc's do_invoke).
     zeros = bytes([0]) + bytes(45)
     register = bytes([6]) + bytes(27)
     invoke = bytes([3, 3, 0, 0, 1]) + bytes(8) + bytes([0, 0]) + bytes(8) + bytes(4)
     seeds["register_invoke"] = zeros + register + invoke + bytes([7]) + bytes(16)
+    # An array made, freed (array query 10 on it), then used and freed again (stale, 12).
+    seeds["free_then_stale"] = zeros + bytes([2, 0, 10]) + bytes([12, 0, 0]) + bytes([12, 1, 0]) + bytes(16)
     rng = random.Random(12)
     for i in range(8):
         seeds["random_%d" % i] = bytes(rng.randrange(256) for _ in range(rng.randrange(64, 1024)))
