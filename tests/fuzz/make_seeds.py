@@ -203,9 +203,9 @@ def graph_seeds():
 
 def capi_seeds():
     """c_api_fuzz reads a call per step (its first byte, modulo 13, picks the subject; 12 uses
-    freed handles again); a zero
-    byte decodes as the plain, valid value of every argument. Seeds: each subject followed by
-    zeros (one valid call, then valid array creations), and fixed pseudo-random programs."""
+    freed handles again); a zero byte decodes as the plain, valid value of every argument.
+    Seeds: each subject followed by zeros (one valid call, then valid array creations), and
+    fixed pseudo-random programs."""
     seeds = {"call_%02d" % k: bytes([k]) + bytes(256) for k in range(13)}
     # A scalar float32 array (46 bytes), an operator registered with plain values (28 bytes),
     # then that operator invoked on the array (byte layout of c_api_fuzz.cc's do_invoke).
