@@ -227,8 +227,8 @@ std::optional<HttpResponse> Router::refusal(const HttpRequest& request, const st
     r.headers.emplace_back("Allow", allow);
     return refuse(std::move(r));
   };
-  // Note [Bearer token]: the token is compared in constant time, and a missing token is told
-  // apart from a wrong one only in the WWW-Authenticate header (RFC 6750 section 3.1).
+  // The token is compared in constant time; a missing token is told apart from a wrong one in
+  // the WWW-Authenticate header (RFC 6750, section 3.1).
   const bool open = access_.token.empty() ||
                     (route.kind == Route::kHealth && !access_.protect_health) ||
                     (route.kind == Route::kMetrics && !access_.protect_metrics);
@@ -236,7 +236,8 @@ std::optional<HttpResponse> Router::refusal(const HttpRequest& request, const st
     const std::string& header = request.authorization;
     const size_t space = header.find(' ');
     const bool bearer = space != std::string::npos && iequals(header.substr(0, space), "Bearer");
-    std::string given = bearer ? header.substr(header.find_first_not_of(' ', space)) : "";
+    const size_t start = bearer ? header.find_first_not_of(' ', space) : std::string::npos;
+    std::string given = start == std::string::npos ? "" : header.substr(start);
     while (!given.empty() && given.back() == ' ') given.pop_back();
     if (!bearer || !equal_in_constant_time(given, access_.token)) {
       HttpResponse r = error_response(

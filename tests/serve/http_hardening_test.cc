@@ -301,6 +301,7 @@ TEST_F(ServeHttp, BearerTokenGuardsModelRoutes) {
   EXPECT_EQ(r.status, 401);
   EXPECT_NE(r.headers["www-authenticate"].find("invalid_token"), std::string::npos);
   EXPECT_EQ(get("/v1/models/mlp", "Authorization: Basic czNjcmV0LXRva2Vu\r\n").status, 401);
+  EXPECT_EQ(get("/v1/models/mlp", "Authorization: Bearer   \r\n").status, 401);
   EXPECT_EQ(get("/v1/models/mlp", with("s3cret-token")).status, 200);
   EXPECT_EQ(get("/v1/models/mlp", "authorization: bearer s3cret-token\r\n").status, 200);
   EXPECT_EQ(get("/v1/health").status, 200);  // open by default
