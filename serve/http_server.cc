@@ -8,15 +8,12 @@
 // has drained every batcher and answered what they return.
 #include "serve/http_server.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -25,6 +22,7 @@
 
 #include "base/error.h"
 #include "serve/client_message.h"
+#include "serve/http_checks.h"
 #include "serve/metrics.h"
 #include "serve/repository.h"
 #include "serve/router.h"
@@ -35,22 +33,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-size_t default_max_connections() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
-  const size_t cap = size_t{1} << 20;
-  const size_t soft = limit.rlim_cur == RLIM_INFINITY ? cap : static_cast<size_t>(limit.rlim_cur);
-  size_t open = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
-       it.increment(ec)) {
-    ++open;
-  }
-  const size_t free = soft > open ? soft - open : 0;
-  const size_t reserve = 32 + free / 8;
-  return std::clamp(free > reserve ? free - reserve : 0, size_t{4}, cap);
-}
 
 namespace {
 class Session;
@@ -116,29 +98,6 @@ struct Server::Impl {
 };
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-// The transfer codings of a Transfer-Encoding value list, without whitespace and empty elements.
-std::vector<std::string> codings_of(std::string_view list) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    if (comma == std::string_view::npos) comma = list.size();
-    std::string_view item = list.substr(pos, comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    pos = comma + 1;
-  }
-  return out;
-}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -254,26 +213,11 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!codings.empty()) codings += ", ";
       codings += std::string(field.value());
     }
-    if (!codings.empty()) {
-      const std::vector<std::string> tokens = codings_of(codings);
-      if (tokens.empty() || !iequals(tokens.back(), "chunked")) {
-        return reply_and_close(400, "Transfer-Encoding '" + printable(codings) +
-                                        "' does not end in chunked (the body's length is unknown)");
-      }
-      if (tokens.size() > 1) {
-        return reply_and_close(501, "Transfer-Encoding '" + printable(codings) +
-                                        "' is not supported: send the body as it is, or chunked");
-      }
+    const std::string expect(head[http::field::expect]);
+    for (auto refusal : {detail::check_transfer_encoding(codings), detail::check_expect(expect)}) {
+      if (refusal) return reply_and_close(refusal->status, refusal->message);
     }
-    bool expect_continue = false;
-    if (head.count(http::field::expect) > 0) {
-      const std::string expect(head[http::field::expect]);
-      if (!iequals(expect, "100-continue")) {
-        return reply_and_close(
-            417, "Expect '" + printable(expect) + "' is not supported (only 100-continue)");
-      }
-      expect_continue = head.version() >= 11;
-    }
+    const bool expect_continue = !expect.empty() && head.version() >= 11;
     keep_alive_ = head.keep_alive();
     HttpRequest r;
     r.method = std::string(head.method_string());
@@ -510,7 +454,12 @@ void Server::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   const bool refuse = full && !evict_oldest_idle();
   auto session = std::make_shared<Session>(std::move(socket), this);
   {
+    // Closed sessions leave expired entries (holding their memory, make_shared): drop them once
+    // they outnumber the live ones, so the cost per accept stays constant on average.
     std::lock_guard<std::mutex> lock(sessions_mu);
+    if (sessions.size() > 2 * static_cast<size_t>(live_sessions.load()) + 64) {
+      sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+    }
     sessions.push_back(session);
   }
   session->start(refuse);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "serve/client_message.h"
+#include "serve/http_checks.h"
 #include "serve/router.h"
 #include "tests/serve/http_client.h"
 #include "tests/serve/server_fixture.h"
@@ -193,6 +194,28 @@ TEST_F(ServeHttp, InvalidUtf8InPathOrContentTypeIsAClientErrorQuotingTheBytes) {
             std::string::npos);
   c.send(request("GET", "/v1/health"));  // the connection still serves
   EXPECT_EQ(c.read().status, 200);
+}
+
+TEST(ServeHttpChecks, OnlyChunkedAloneIsATransferCoding) {
+  using detail::check_transfer_encoding;
+  EXPECT_FALSE(check_transfer_encoding(""));
+  EXPECT_FALSE(check_transfer_encoding("chunked"));
+  EXPECT_FALSE(check_transfer_encoding(" Chunked ,"));  // case and empty list elements
+  for (const char* last_not_chunked : {"gzip", "chunked, identity", "identity", ",", "chunkedx"}) {
+    const auto r = check_transfer_encoding(last_not_chunked);
+    ASSERT_TRUE(r) << last_not_chunked;
+    EXPECT_EQ(r->status, 400) << last_not_chunked;
+    EXPECT_NE(r->message.find(last_not_chunked), std::string::npos) << r->message;
+  }
+  for (const char* other_codings : {"gzip, chunked", "chunked, chunked"}) {
+    const auto r = check_transfer_encoding(other_codings);
+    ASSERT_TRUE(r) << other_codings;
+    EXPECT_EQ(r->status, 501) << other_codings;
+  }
+  EXPECT_FALSE(detail::check_expect(""));
+  EXPECT_FALSE(detail::check_expect("100-Continue"));
+  ASSERT_TRUE(detail::check_expect("200-ok"));
+  EXPECT_EQ(detail::check_expect("200-ok")->status, 417);
 }
 
 TEST(ServeRouter, PrintableEscapesOnlyInvalidUtf8) {
