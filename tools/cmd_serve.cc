@@ -63,8 +63,6 @@ std::string read_token(const std::string& path) {
 int run_serve(const ServeOptions& o) {
   std::fprintf(stderr, "weft serve: kernels: %s\n", describe_kernel_libraries().c_str());
   load_plugins(o.plugins);
-  WEFT_CHECK(!o.auth_token_file.empty() || (!o.auth_health && !o.auth_metrics))
-      << "--auth-health and --auth-metrics need --auth-token-file";
   const std::string token = o.auth_token_file.empty() ? "" : read_token(o.auth_token_file);
   serve::Metrics metrics;
   serve::RepositoryOptions ro;
@@ -130,11 +128,14 @@ Command add_serve_command(CLI::App& app) {
                 "Open connections at most; beyond it the longest idle one is closed, or the new "
                 "one answered 503 (0: the free descriptors less a reserve, docs/SERVE.md)")
       ->transform(integer_in(0, 1 << 20));
-  a->add_option("--auth-token-file", o->auth_token_file,
-                "Require 'Authorization: Bearer TOKEN' on the model routes, TOKEN being the "
-                "file's first line (read at start)");
-  a->add_flag("--auth-health", o->auth_health, "Require the token on GET /v1/health too");
-  a->add_flag("--auth-metrics", o->auth_metrics, "Require the token on GET /metrics too");
+  CLI::Option* token =
+      a->add_option("--auth-token-file", o->auth_token_file,
+                    "Require 'Authorization: Bearer TOKEN' on the model routes, TOKEN being the "
+                    "file's first line (read at start)");
+  a->add_flag("--auth-health", o->auth_health, "Require the token on GET /v1/health too")
+      ->needs(token);
+  a->add_flag("--auth-metrics", o->auth_metrics, "Require the token on GET /metrics too")
+      ->needs(token);
   a->add_option("--max-body-mb", o->max_body_mb, "Largest request body, MiB")
       ->transform(integer_in(1, 4096));
   a->add_option("--read-timeout-ms", o->read_timeout_ms,
