@@ -9,21 +9,29 @@
 namespace weft::graph {
 namespace {
 
+std::string node_label_of(uint32_t nid, const std::string& name) {
+  return "node " + std::to_string(nid) + " ('" + name + "')";
+}
+
 std::string node_label(const Graph& g, uint32_t nid) {
-  std::string s = "node " + std::to_string(nid);
-  if (nid < g.nodes.size()) s += " ('" + g.nodes[nid].name + "')";
-  return s;
+  if (nid < g.nodes.size()) return node_label_of(nid, g.nodes[nid].name);
+  return "node " + std::to_string(nid);
 }
 
 }  // namespace
 
-int checked_num_outputs(const Node& node, uint32_t nid) {
-  const int nout = node.num_outputs();
+int checked_num_outputs(const Op& op, const OpAttrs& attrs, std::string_view where) {
+  const int nout = op.num_outputs(attrs);
   WEFT_CHECK(nout >= 0 && nout <= kMaxNodeOutputs)
-      << "node " << nid << " ('" << node.name << "'): op '" << node.written_op_name() << "' has "
-      << nout << " outputs by its attributes; a node may have 0 to " << kMaxNodeOutputs
+      << where << ": op '" << op.name() << "' has " << nout
+      << " outputs by its attributes; a node may have 0 to " << kMaxNodeOutputs
       << " (kMaxNodeOutputs)";
   return nout;
+}
+
+int checked_num_outputs(const Node& node, uint32_t nid) {
+  if (!node.op) return 1;
+  return checked_num_outputs(*node.op, *node.op_attrs, node_label_of(nid, node.name));
 }
 
 int Node::num_outputs() const { return op ? op->num_outputs(*op_attrs) : 1; }

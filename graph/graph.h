@@ -132,9 +132,11 @@ class Graph {
   std::vector<uint32_t> row_ptr_;
 };
 
-/// The output count of `node` (node `nid` of a graph) by its op's rule, checked against
-/// kMaxNodeOutputs: ValueError naming the node, the op and the count otherwise (Note [Bounded
-/// output counts]). The node's attributes must be parsed. Thread-safe.
+/// The output count of an application of `op` with `attrs` by the op's rule, checked against
+/// kMaxNodeOutputs: ValueError "<where>: op 'x' has N outputs by its attributes; ..." otherwise
+/// (Note [Bounded output counts]). `where` names the node. Thread-safe.
+int checked_num_outputs(const Op& op, const OpAttrs& attrs, std::string_view where);
+/// Likewise for `node` (node `nid` of a graph; 1 for a variable). Its attributes must be parsed.
 int checked_num_outputs(const Node& node, uint32_t nid);
 
 /// A readable dump of the graph: one line per node with op, key attributes, inputs, and — when

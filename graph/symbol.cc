@@ -204,11 +204,7 @@ Symbol Symbol::op(std::string_view op_name, std::vector<Symbol> inputs, AttrMap 
   node->attrs = attrs;
   node->op_attrs = std::make_shared<const OpAttrs>(op.make_attrs(std::move(attrs), name));
 
-  // Note [Bounded output counts]: before any output is made.
-  const int nout = op.num_outputs(*node->op_attrs);
-  WEFT_CHECK(nout >= 0 && nout <= kMaxNodeOutputs)
-      << where << ": " << nout << " outputs by its attributes; a node may have 0 to "
-      << kMaxNodeOutputs << " (kMaxNodeOutputs)";
+  checked_num_outputs(op, *node->op_attrs, "node '" + name + "'");  // Note [Bounded output counts]
   const int nin = op.num_inputs(*node->op_attrs);
   const std::vector<std::string> arg_names = op.input_names(*node->op_attrs);
   if (nin >= 0) {
