@@ -20,9 +20,9 @@ std::pair<size_t, size_t> line_and_column(std::string_view text, size_t offset) 
   return {line, column};
 }
 
-/// Rejects nesting deeper than kMaxJsonDepth before the parser sees the text, so that no later
-/// recursive walk (dump, the writer) can exhaust the stack. Brackets inside strings do not count.
-void check_nesting(std::string_view text, std::string_view source) {
+}  // namespace
+
+size_t find_nesting_past(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -36,21 +36,22 @@ void check_nesting(std::string_view text, std::string_view source) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        const auto [line, column] = line_and_column(text, i);
-        WEFT_THROW(ValueError) << source << ": malformed JSON at line " << line << ", column "
-                               << column << ": nesting deeper than " << kMaxJsonDepth << " levels";
-      }
+      if (++depth > max_depth) return i;
     } else if (c == ']' || c == '}') {
       --depth;
     }
   }
+  return std::string_view::npos;
 }
 
-}  // namespace
-
 Json parse_json_text(std::string_view text, std::string_view source) {
-  check_nesting(text, source);
+  // Nesting is bounded before the parser sees the text, so that no later recursive walk (dump,
+  // the writer) can exhaust the stack.
+  if (const size_t past = find_nesting_past(text, kMaxJsonDepth); past != std::string_view::npos) {
+    const auto [line, column] = line_and_column(text, past);
+    WEFT_THROW(ValueError) << source << ": malformed JSON at line " << line << ", column " << column
+                           << ": nesting deeper than " << kMaxJsonDepth << " levels";
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {

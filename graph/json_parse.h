@@ -31,6 +31,11 @@ inline constexpr int kCurrentMxnetVersion = 10901;
 /// The limit also bounds the recursion of every walk over a parsed value.
 inline constexpr int kMaxJsonDepth = 64;
 
+/// The offset of the first '[' or '{' of `text` that opens a level deeper than `max_depth`
+/// (brackets inside strings do not count), or npos when it nests no deeper. A scan of the text
+/// only, so that a limit holds before a parser or any recursive walk sees it. Thread-safe.
+size_t find_nesting_past(std::string_view text, int max_depth);
+
 /// Parses `text`. Throws ValueError "<source>: malformed JSON at line L, column C: ..." for a
 /// syntax error and for nesting deeper than kMaxJsonDepth. Thread-safe.
 Json parse_json_text(std::string_view text, std::string_view source);

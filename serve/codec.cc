@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "graph/json_parse.h"
 #include "ndarray/io.h"
 
 namespace weft::serve {
@@ -146,27 +147,10 @@ std::optional<std::string> header_param(std::string_view header, std::string_vie
 
 nlohmann::json parse_json_body(std::string_view text, int max_depth) {
   // nlohmann's parser and destructor do not recurse (3.11), but every walk over the value
-  // would; a scan of the text bounds the nesting before anything is built. Brackets inside
-  // strings do not count; a malformed text is left to the parser's own message.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      WEFT_CHECK(++depth <= max_depth) << "the JSON body nests deeper than " << max_depth
-                                       << " levels (the limit), at byte " << i;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  // would; a scan of the text bounds the nesting before anything is built.
+  const size_t past = graph::detail::find_nesting_past(text, max_depth);
+  WEFT_CHECK(past == std::string_view::npos)
+      << "the JSON body nests deeper than " << max_depth << " levels (the limit), at byte " << past;
   return nlohmann::json::parse(text);
 }
 
