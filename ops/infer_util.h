@@ -39,7 +39,9 @@ int normalize_axis(const OpAttrs& attrs, int64_t axis, int ndim);
 int omp_get_thread_num_compat();
 
 /// Runs body(begin, end) over [0, n) split into chunks of at least `grain` items across up to
-/// `threads` OpenMP threads (inline when one chunk or one thread).
+/// `threads` OpenMP threads (inline when one chunk or one thread). Without OpenMP (WEFT_USE_OPENMP
+/// off, or a translation unit compiled without -fopenmp) the same chunks run one after another on
+/// the calling thread: the pragma is ignored there, so the chunk loop must not depend on it.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, int threads, F&& body) {
   if (n <= 0) return;
@@ -49,6 +51,7 @@ void parallel_for(int64_t n, int64_t grain, int threads, F&& body) {
     body(int64_t{0}, n);
     return;
   }
+#ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
   {
     const int64_t t = omp_get_thread_num_compat();
@@ -56,6 +59,13 @@ void parallel_for(int64_t n, int64_t grain, int threads, F&& body) {
     const int64_t end = n * (t + 1) / nt;
     if (begin < end) body(begin, end);
   }
+#else
+  for (int64_t t = 0; t < nt; ++t) {
+    const int64_t begin = n * t / nt;
+    const int64_t end = n * (t + 1) / nt;
+    if (begin < end) body(begin, end);
+  }
+#endif
 }
 
 }  // namespace weft
