@@ -1,5 +1,6 @@
 // Tests of parallel_for (ops/infer_util.h): every index is visited exactly once whatever the thread
-// count, with and without OpenMP, and a kernel run on several threads writes its whole output.
+// count on its path without OpenMP (this file is compiled with -fno-openmp, tests/CMakeLists.txt),
+// and a kernel of the library run on several threads writes its whole output.
 #include "ops/infer_util.h"
 
 #include <gtest/gtest.h>
