@@ -42,7 +42,7 @@ std::vector<NDArray> run_host(const OpAttrs& attrs, const std::vector<NDArray>& 
   ctx.num_threads = 1;
   ctx.run.device = Device::cpu();
   DataPtr workspace;
-  if (const auto& f = op.attr<FResourceRequest>()) {
+  if (const auto& f = op.resource_request(DeviceType::kCPU)) {
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {
       WEFT_CHECK_AS(NotImplemented, r.kind == ResourceRequest::Kind::kWorkspace)
           << attrs.where()

@@ -229,10 +229,13 @@ bool ExecutorImpl::setup(const InferInputs& inputs) {
       plan_options.streams = &streams_;
     }
   }
+  plan_options.device = options_.device.type;
   if (placement_.fallback_nodes > 0) {
     plan_options.off_arena.resize(g.nodes.size());
+    plan_options.node_devices.resize(g.nodes.size());
     for (uint32_t nid = 0; nid < g.nodes.size(); ++nid) {
       plan_options.off_arena[nid] = node_device_[nid] != options_.device;
+      plan_options.node_devices[nid] = node_device_[nid].type;
     }
   }
   plan_ = plan_memory(g, inferred_, plan_options);

@@ -168,7 +168,7 @@ void ExecutorImpl::build_runs() {
       r.workspace_bytes = plan_.workspace_bytes[nid];
       r.writes.push_back(ws->second.var());
     }
-    if (const auto& fr = n.op->attr<FResourceRequest>()) {
+    if (const auto& fr = n.op->resource_request(dev.type)) {
       for (const ResourceRequest& q : fr(*n.op_attrs, in_shapes, out_shapes)) {
         if (q.kind == ResourceRequest::Kind::kRandom) {
           RandomResource& rnd = Runtime::get().random(dev);

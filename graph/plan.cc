@@ -267,7 +267,9 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
       }
     }
     // Workspace, alive during this step only.
-    if (const auto& request = n.op->attr<FResourceRequest>()) {
+    const DeviceType node_device =
+        options.node_devices.empty() ? options.device : options.node_devices[nid];
+    if (const auto& request = n.op->resource_request(node_device)) {
       in_shapes.clear();
       out_shapes.clear();
       for (const NodeEntry& in : n.inputs) in_shapes.push_back(inferred.shapes[g.entry_id(in)]);

@@ -101,6 +101,10 @@ struct GraphPlanOptions {
   /// Per node (or empty): the node runs on another device than the arena's (mixed placement), so
   /// its outputs and its workspace are not planned; its workspace size is still reported.
   std::vector<bool> off_arena;
+  /// The device type the nodes run on, and per node (or empty) where that differs: a node's
+  /// workspace is what its kernel on that device asks for (Op::resource_request).
+  DeviceType device = DeviceType::kCPU;
+  std::vector<DeviceType> node_devices;
 };
 
 /// Plans the graph's memory for the given inferred shapes and types, in node order (the order the

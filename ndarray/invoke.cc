@@ -268,7 +268,7 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   DataPtr workspace;
   size_t workspace_bytes = 0;
   RandomResource* random = nullptr;
-  if (const auto& f = op.attr<FResourceRequest>()) {
+  if (const auto& f = op.resource_request(device.type)) {
 #if WEFT_USE_ONEDNN
     // The workspace is sized for the most threads the kernel may get, also when this push
     // happens inside another kernel (Note [Primitive thread count] in ops/cpu/dnnl_util.cc).

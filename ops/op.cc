@@ -58,6 +58,18 @@ const FAsyncCompute* Op::async_compute(DeviceType device) const {
   return k && k->async ? &k->async : nullptr;
 }
 
+Op& Op::set_resource_request(DeviceType device, FResourceRequest request) {
+  check_mutable();
+  slot_resources_[checked_slot(device)] = std::move(request);
+  return *this;
+}
+
+const FResourceRequest& Op::resource_request(DeviceType device) const {
+  const int s = device_slot(device);
+  if (s >= 0 && slot_resources_[s]) return slot_resources_[s];
+  return attr<FResourceRequest>();
+}
+
 std::vector<std::string> Op::kernel_names(DeviceType device) const {
   std::vector<std::string> names;
   int s = device_slot(device);

@@ -331,6 +331,10 @@ class Op {
     return *this;
   }
 
+  /// A resource request for one device type's kernels only, in place of the op-wide
+  /// FResourceRequest there (the CPU kernel's workspace is not allocated for the CUDA one).
+  Op& set_resource_request(DeviceType device, FResourceRequest request);
+
   // ---- queries (thread-safe after freeze) ----
   /// The attribute, or an empty function when unset.
   template <typename A>
@@ -345,6 +349,9 @@ class Op {
   bool has_kernel(DeviceType device) const {
     return compute(device) || stateful_compute(device) || async_compute(device);
   }
+  /// The resource request that holds on `device`: the device's own (set_resource_request), else
+  /// the op-wide FResourceRequest; an empty function when the op asks for nothing there.
+  const FResourceRequest& resource_request(DeviceType device) const;
   /// The implementation names registered for a device type, the one that runs first.
   std::vector<std::string> kernel_names(DeviceType device) const;
 
@@ -408,6 +415,7 @@ class Op {
   std::vector<std::string> aliases_;
   Attrs attrs_;
   std::array<KernelSlot, kDeviceSlots> slots_;
+  std::array<FResourceRequest, kDeviceSlots> slot_resources_;  // per device; empty: op-wide
   std::type_index param_type_ = std::type_index(typeid(NoParams));
   std::function<std::shared_ptr<const void>(const AttrMap&, const std::string&, const std::string&)>
       parser_;

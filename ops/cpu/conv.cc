@@ -427,7 +427,7 @@ void register_convolution_kernels(OpRegistry& r) {
   // The workspace requests size the CPU kernels' scratch (im2col columns, oneDNN reorders and
   // scratchpads), so they are set here with the kernels.
   r.register_op("Convolution")
-      .set_attr<FResourceRequest>(conv_resources)
+      .set_resource_request(DeviceType::kCPU, conv_resources)
       .set_attr<FCompute>(DeviceType::kCPU, conv_forward)
 #if WEFT_USE_ONEDNN
       .set_attr<FInferLayout>(conv_infer_layout)
@@ -435,7 +435,7 @@ void register_convolution_kernels(OpRegistry& r) {
 #endif
       ;
   r.register_op("_backward_Convolution")
-      .set_attr<FResourceRequest>(conv_backward_resources)
+      .set_resource_request(DeviceType::kCPU, conv_backward_resources)
       .set_attr<FCompute>(DeviceType::kCPU, conv_backward);
 }
 

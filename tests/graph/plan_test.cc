@@ -447,7 +447,8 @@ TEST(PlanMemory, WorkspacesLiveDuringTheirNodeOnly) {
     std::vector<Shape> ins, outs{inferred.shapes[g.entry_id(nid, 0)]};
     for (const NodeEntry& e : n.inputs) ins.push_back(inferred.shapes[g.entry_id(e)]);
     size_t expected = 0;
-    for (const ResourceRequest& r : n.op->attr<FResourceRequest>()(*n.op_attrs, ins, outs)) {
+    for (const ResourceRequest& r :
+         n.op->resource_request(DeviceType::kCPU)(*n.op_attrs, ins, outs)) {
       if (r.kind == ResourceRequest::Kind::kWorkspace) expected += r.bytes;
     }
     EXPECT_EQ(mp.workspace_bytes[nid], expected) << n.name;

@@ -238,7 +238,7 @@ TEST(ConvForward, WeightCacheFollowsStorageVersion) {
       yb(16 * 36);
   std::vector<Shape> in_shapes{x.shape, w.shape}, out_shapes{Shape{1, 16, 6, 6}};
   size_t bytes = 0;
-  for (const auto& r : attrs.op->attr<FResourceRequest>()(attrs, in_shapes, out_shapes))
+  for (const auto& r : attrs.op->resource_request(DeviceType::kCPU)(attrs, in_shapes, out_shapes))
     bytes = std::max(bytes, r.bytes);
   std::vector<double> workspace(bytes / sizeof(double) + 16);
   std::vector<TensorView> in{TensorView(xb.data(), Device::cpu(), kF32, in_shapes[0]),

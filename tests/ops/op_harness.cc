@@ -245,7 +245,7 @@ std::vector<HostTensor> run_impl(const OpAttrs& attrs, std::vector<HostTensor>& 
   RandomState random;
   random.engine.seed(options.seed);
   random.seed = options.seed;
-  if (const auto& f = op.attr<FResourceRequest>()) {
+  if (const auto& f = op.resource_request(options.device.type)) {
     for (const auto& r : f(attrs, in_shapes, out_shapes)) {
       if (r.kind == ResourceRequest::Kind::kWorkspace) {
         ctx.workspace = memory.scratch(r.bytes);
