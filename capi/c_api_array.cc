@@ -161,9 +161,8 @@ int weft_invoke(const char* op, const weft_array_t* inputs, int num_inputs, cons
         << "attribute " << i << " has a NULL key or value";
     attrs[keys[i]] = values[i];
   }
-  const Op& o = get_op(op);
-  auto parsed = std::make_shared<const OpAttrs>(o.make_attrs(std::move(attrs)));
-  const int nvis = o.num_visible_outputs(*parsed);
+  std::shared_ptr<const OpAttrs> parsed = cached_op_attrs(op, attrs);  // Note [Attribute cache]
+  const int nvis = parsed->op->num_visible_outputs(*parsed);
   WEFT_CHECK_AS(ValueError, nvis <= capacity)
       << "operator '" << op << "' has " << nvis << " outputs; 'outputs' has room for " << capacity;
   std::vector<NDArray> result = invoke(parsed, in);

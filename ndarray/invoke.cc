@@ -127,10 +127,6 @@ void remember_inference(const std::shared_ptr<const OpAttrs>& attrs,
 
 }  // namespace
 
-std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap& attrs) {
-  return std::make_shared<const OpAttrs>(get_op(op).make_attrs(attrs));
-}
-
 void infer_outputs(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
                    std::vector<Shape>& in_shapes, std::vector<DType>& in_types,
                    std::vector<Shape>& out_shapes, std::vector<DType>& out_types) {
@@ -433,41 +429,9 @@ std::vector<NDArray> invoke(const std::shared_ptr<const OpAttrs>& attrs,
   return all;
 }
 
-namespace {
-// Note [Attribute cache]
-// A call by name (invoke("_plus_scalar", {a}, {{"scalar", "1"}}), the scalar operators, the
-// frontends) would parse its attributes on every call, and the fresh OpAttrs would then miss
-// the inference cache, which is keyed by the attributes' address (Note [Inference cache]). Each
-// thread keeps its last few parsed attributes by op name and attribute map: a repeated call
-// shares them. Parsing is a pure function of the two for built-in ops; operators whose
-// parameters a foreign schema parses (Op::has_runtime_params) are parsed anew each time.
-std::shared_ptr<const OpAttrs> parsed_attrs(std::string_view op, const AttrMap& attrs) {
-  struct Entry {
-    std::string op;
-    AttrMap attrs;
-    std::shared_ptr<const OpAttrs> parsed;
-  };
-  constexpr int kEntries = 8;
-  thread_local Entry entries[kEntries];
-  thread_local int next = 0;
-  for (const Entry& e : entries) {
-    if (e.parsed && e.op == op && e.attrs == attrs) return e.parsed;
-  }
-  std::shared_ptr<const OpAttrs> parsed = make_op_attrs(op, attrs);
-  if (!parsed->op->has_runtime_params()) {
-    Entry& e = entries[next];
-    next = (next + 1) % kEntries;
-    e.op.assign(op);
-    e.attrs = attrs;
-    e.parsed = parsed;
-  }
-  return parsed;
-}
-}  // namespace
-
 std::vector<NDArray> invoke(std::string_view op, const std::vector<NDArray>& inputs,
                             const AttrMap& attrs, InvokeOptions options) {
-  return invoke(parsed_attrs(op, attrs), inputs, std::move(options));
+  return invoke(cached_op_attrs(op, attrs), inputs, std::move(options));
 }
 
 NDArray invoke1(std::string_view op, const std::vector<NDArray>& inputs, const AttrMap& attrs) {

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "memory/data_ptr.h"
+#include "ops/attr_cache.h"
 #include "ops/op.h"
 
 namespace weft {
@@ -230,8 +231,5 @@ NDArray invoke1(std::string_view op, const std::vector<NDArray>& inputs, const A
 void infer_outputs(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
                    std::vector<Shape>& in_shapes, std::vector<DType>& in_types,
                    std::vector<Shape>& out_shapes, std::vector<DType>& out_types);
-
-/// Parses attributes once for repeated invocations (cache the result).
-std::shared_ptr<const OpAttrs> make_op_attrs(std::string_view op, const AttrMap& attrs = {});
 
 }  // namespace weft
