@@ -5,90 +5,28 @@
 // FGradient, so the op works imperatively, in graph JSON, inference, planning and the executor.
 #include <algorithm>
 #include <cstddef>
-#include <optional>
-#include <typeindex>
 
 #include "base/build_config.h"
 #include "base/small_vector.h"
 #include "capi/c_api_internal.h"
+#include "ops/op_schema.h"
 
 namespace weft::capi {
 namespace {
 
-enum class AttrType { kInt, kFloat, kBool, kString, kShape, kDType };
-
-struct FieldDef {
-  std::string name;
-  AttrType type = AttrType::kString;
-  std::string type_name;
-  std::optional<std::string> default_value;
-};
-
-// The parsed params of a foreign op: every schema field's value as a string (given or default),
-// already checked against its type.
-struct ForeignParams {
-  AttrMap values;
-};
-
-AttrType parse_attr_type(const char* type, const std::string& op, const std::string& field) {
+// The C ABI's type spellings for a foreign op's attributes.
+RuntimeParamType parse_attr_type(const char* type, const std::string& op,
+                                 const std::string& field) {
   const std::string t = type != nullptr ? type : "";
-  if (t == "int") return AttrType::kInt;
-  if (t == "float") return AttrType::kFloat;
-  if (t == "bool") return AttrType::kBool;
-  if (t == "string") return AttrType::kString;
-  if (t == "shape") return AttrType::kShape;
-  if (t == "dtype") return AttrType::kDType;
+  if (t == "int") return RuntimeParamType::kInt;
+  if (t == "float") return RuntimeParamType::kFloat;
+  if (t == "bool") return RuntimeParamType::kBool;
+  if (t == "string") return RuntimeParamType::kString;
+  if (t == "shape") return RuntimeParamType::kShape;
+  if (t == "dtype") return RuntimeParamType::kDType;
   WEFT_THROW(ValueError) << "register operator '" << op << "': attribute '" << field
                          << "' has type '" << t
                          << "' (expected int, float, bool, string, shape or dtype)";
-}
-
-void check_value(AttrType type, std::string_view value) {
-  switch (type) {
-    case AttrType::kInt:
-      (void)parse_int(value);
-      break;
-    case AttrType::kFloat:
-      (void)parse_float(value);
-      break;
-    case AttrType::kBool:
-      (void)parse_bool(value);
-      break;
-    case AttrType::kShape:
-      (void)parse_shape(value);
-      break;
-    case AttrType::kDType:
-      (void)parse_dtype(std::string(value));
-      break;
-    case AttrType::kString:
-      break;
-  }
-}
-
-std::shared_ptr<const void> parse_foreign(const std::vector<FieldDef>& fields, const AttrMap& dict,
-                                          const std::string& op, const std::string& node) {
-  auto p = std::make_shared<ForeignParams>();
-  for (const FieldDef& f : fields) {
-    auto it = dict.find(f.name);
-    if (it == dict.end()) {
-      if (!f.default_value) detail::throw_missing_param(op, node, f.name, f.type_name);
-      p->values[f.name] = *f.default_value;
-      continue;
-    }
-    try {
-      check_value(f.type, it->second);
-    } catch (const std::exception& e) {
-      detail::rethrow_param_error(op, node, f.name, it->second, f.type_name, e);
-    }
-    p->values[f.name] = it->second;
-  }
-  for (const auto& [key, value] : dict) {
-    if (detail::is_hidden_attr_key(key) || p->values.count(key) != 0) continue;
-    std::vector<std::string> names;
-    for (const FieldDef& f : fields) names.push_back(f.name);
-    detail::throw_unknown_param(op, node, key, names);
-  }
-  return p;
 }
 
 // The value of `key` for a callback: from a foreign op's parsed params, else from the dict.
@@ -97,13 +35,15 @@ const std::string& attr_value(const weft_attrs_t* attrs, const char* key) {
   require(key, "key");
   WEFT_CHECK_AS(ValueError, attrs->attrs != nullptr) << "argument 'attrs' is not live";
   const OpAttrs& a = *attrs->attrs;
-  const AttrMap& values = a.op != nullptr && a.op->param_type() == typeid(ForeignParams)
-                              ? a.params<ForeignParams>().values
-                              : a.dict;
-  auto it = values.find(std::string_view(key));
-  WEFT_CHECK_AS(ValueError, it != values.end())
+  const std::string* value = nullptr;
+  if (a.op != nullptr && a.op->param_type() == typeid(RuntimeParams)) {
+    value = a.params<RuntimeParams>().find(key);
+  } else if (auto it = a.dict.find(std::string_view(key)); it != a.dict.end()) {
+    value = &it->second;
+  }
+  WEFT_CHECK_AS(ValueError, value != nullptr)
       << a.where() << ": no attribute '" << key << "' (not in the operator's schema)";
-  return it->second;
+  return *value;
 }
 
 // A foreign op's callbacks and shape of things, shared by the Op's attribute functions.
@@ -190,9 +130,8 @@ bool shape_arrays(const std::vector<Shape>& in, std::vector<const int64_t*>& dim
 void define_op(Op& op, const weft_op_def& d, std::shared_ptr<const ForeignDef> f) {
   const std::string& name = f->name;
   if (d.description != nullptr) op.describe(d.description);
-  // Schema.
-  std::vector<FieldDef> fields;
-  std::vector<ParamInfo> info;
+  // Schema (the run-time parameter schema Python's operators share).
+  auto schema = std::make_shared<RuntimeParamSchema>();
   WEFT_CHECK_AS(ValueError,
                 d.num_attrs >= 0 && d.num_attrs <= 256 && (d.num_attrs == 0 || d.attrs != nullptr))
       << "register operator '" << name << "': attrs is NULL or num_attrs " << d.num_attrs
@@ -201,36 +140,14 @@ void define_op(Op& op, const weft_op_def& d, std::shared_ptr<const ForeignDef> f
     const weft_attr_def& a = d.attrs[i];
     WEFT_CHECK_AS(ValueError, a.name != nullptr && a.name[0] != '\0')
         << "register operator '" << name << "': attrs[" << i << "] has no name";
-    FieldDef fd;
-    fd.name = a.name;
-    fd.type = parse_attr_type(a.type, name, fd.name);
-    fd.type_name = a.type;
-    for (const FieldDef& other : fields) {
-      WEFT_CHECK_AS(ValueError, other.name != fd.name)
-          << "register operator '" << name << "': attribute '" << fd.name << "' appears twice";
-    }
-    if (a.default_value != nullptr) {
-      try {
-        check_value(fd.type, a.default_value);
-      } catch (const std::exception& e) {
-        WEFT_THROW(ValueError) << "register operator '" << name << "': the default '"
-                               << a.default_value << "' of attribute '" << fd.name
-                               << "' is not a valid " << fd.type_name << ": " << e.what();
-      }
-      fd.default_value = a.default_value;
-    }
-    info.push_back(ParamInfo{fd.name, fd.type_name, fd.default_value.value_or(""),
-                             !fd.default_value.has_value(),
-                             a.description != nullptr ? a.description : ""});
-    fields.push_back(std::move(fd));
+    RuntimeParam p;
+    p.name = a.name;
+    p.type = parse_attr_type(a.type, name, p.name);
+    if (a.default_value != nullptr) p.default_value = a.default_value;
+    if (a.description != nullptr) p.description = a.description;
+    schema->add(std::move(p), name, "attribute");
   }
-  op.set_param_schema(
-      std::move(info),
-      [fields = std::move(fields)](const AttrMap& dict, const std::string& o,
-                                   const std::string& node) {
-        return parse_foreign(fields, dict, o, node);
-      },
-      std::type_index(typeid(ForeignParams)));
+  RuntimeParamSchema::install(op, std::move(schema));
 
   // Arity and names.
   auto names = [&](const char* const* given, int n, const char* what, const char* stem) {

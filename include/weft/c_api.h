@@ -208,6 +208,15 @@ WEFT_C_EXPORT int weft_invoke(const char* op, const weft_array_t* inputs, int nu
                               weft_array_t* outputs, int* num_outputs);
 /* Whether an operator of that name (or alias) is registered: *out = 1 or 0. */
 WEFT_C_EXPORT int weft_op_exists(const char* name, int* out);
+/* The registry's schema of operator `name` (or an alias; NULL or "" for every operator, as a JSON
+ * array sorted by name, `_backward_*` operators left out) as a JSON object: name, description,
+ * aliases, inputs (the widest list of input names; null when unknown), variadic (the parameter
+ * that counts the inputs, or null), outputs, num_outputs, num_visible_outputs, outputs_depend_on,
+ * params (name, type, required, default typed as JSON, default_text, description, choices),
+ * has_gradient, kernels, runtime; docs/OPERATORS.md describes each. `*json_out` is owned by weft
+ * and stays valid until the next call of weft_op_schema on the same thread. Fails (-1) for an
+ * unknown operator; *json_out is NULL then. Thread-safe. */
+WEFT_C_EXPORT int weft_op_schema(const char* name, const char** json_out);
 
 /* ---- autograd ---------------------------------------------------------------------------------
  */
