@@ -30,10 +30,12 @@ std::vector<std::string> enum_choices(std::string_view t) {
 // for its inputs and outputs (Note [Operator schema]).
 std::string placeholder(const OpSchemaParam& p) {
   const std::string& t = p.type;
+  auto has = [&t](const char* word) { return t.find(word) != std::string::npos; };
+  if (has("Shape") || has("tuple")) return "(1, 1)";
+  if (has("bool")) return "False";
+  if (has("int") || has("float") || has("double") || has("long")) return "1";
   if (!p.choices.empty()) return p.choices.front();
-  if (t.find("Shape") != std::string::npos || t.find("tuple") != std::string::npos) return "(1, 1)";
-  if (t.find("boolean") != std::string::npos) return "False";
-  if (t.find("dtype") != std::string::npos) return "float32";
+  if (t == "dtype") return "float32";
   return "1";
 }
 
