@@ -22,37 +22,23 @@
 #include <span>
 #include <string_view>
 #include <tuple>
-#include <typeindex>
 
 #include "ops/op.h"
+#include "ops/op_schema.h"
 #include "py_common.h"
 #include "py_errors.h"
 
 namespace weft::py {
 namespace {
 
-enum class ParamType { kInt, kFloat, kBool, kString, kShape, kFloats };
-
-struct ParamDef {
-  std::string name;
-  ParamType type = ParamType::kString;
-  std::string type_name;
-  std::optional<std::string> default_value;  // none: required
-};
-
-// The parsed params of a Python op: every schema field's value (given or default) as text, in
-// schema order, already checked against its type. Plain C++: parsed params are made and freed on
-// any thread, with or without the GIL.
-struct PyOpParams {
-  std::vector<std::string> values;
-};
-
 // What the op's attribute functions share.
 struct PyOpDef {
   std::string name;
   int num_inputs = 1;
   int num_outputs = 1;
-  std::vector<ParamDef> params;
+  // The parameters, parsed into RuntimeParams (values in schema order): the run-time schema the
+  // C ABI's foreign operators use too.
+  std::shared_ptr<const RuntimeParamSchema> params;
   bool has_infer_shape = false;
   bool has_infer_type = false;
   // The Python object behind the op (weft.register._PythonOp). register_python_op takes a strong
@@ -61,97 +47,40 @@ struct PyOpDef {
   PyObject* spec = nullptr;
 };
 
-ParamType param_type(const std::string& code, const std::string& op, const std::string& field,
-                     std::string& type_name) {
-  static const std::pair<const char*, std::pair<ParamType, const char*>> kTypes[] = {
-      {"int", {ParamType::kInt, "int"}},
-      {"float", {ParamType::kFloat, "float"}},
-      {"bool", {ParamType::kBool, "boolean"}},
-      {"str", {ParamType::kString, "string"}},
-      {"shape", {ParamType::kShape, "Shape(tuple)"}},
-      {"floats", {ParamType::kFloats, "tuple of floats"}},
+// weft.register_op's type codes.
+RuntimeParamType param_type(const std::string& code, const std::string& op,
+                            const std::string& field) {
+  static const std::pair<const char*, RuntimeParamType> kTypes[] = {
+      {"int", RuntimeParamType::kInt},     {"float", RuntimeParamType::kFloat},
+      {"bool", RuntimeParamType::kBool},   {"str", RuntimeParamType::kString},
+      {"shape", RuntimeParamType::kShape}, {"floats", RuntimeParamType::kFloats},
   };
   for (const auto& [c, t] : kTypes) {
-    if (code == c) {
-      type_name = t.second;
-      return t.first;
-    }
+    if (code == c) return t;
   }
   WEFT_THROW(ValueError) << "register operator '" << op << "': parameter '" << field
                          << "' has type code '" << code << "'";
 }
 
-void check_value(ParamType type, std::string_view text) {
-  switch (type) {
-    case ParamType::kInt:
-      (void)parse_int(text);
-      break;
-    case ParamType::kFloat:
-      (void)parse_float(text);
-      break;
-    case ParamType::kBool:
-      (void)parse_bool(text);
-      break;
-    case ParamType::kShape:
-      (void)parse_shape(text);
-      break;
-    case ParamType::kFloats:
-      (void)parse_float_tuple(text);
-      break;
-    case ParamType::kString:
-      break;
-  }
-}
-
-std::shared_ptr<const void> parse_py_params(const std::vector<ParamDef>& fields,
-                                            const AttrMap& dict, const std::string& op,
-                                            const std::string& node) {
-  auto p = std::make_shared<PyOpParams>();
-  p->values.reserve(fields.size());
-  for (const ParamDef& f : fields) {
-    auto it = dict.find(f.name);
-    if (it == dict.end()) {
-      if (!f.default_value) detail::throw_missing_param(op, node, f.name, f.type_name);
-      p->values.push_back(*f.default_value);
-      continue;
-    }
-    try {
-      check_value(f.type, it->second);
-    } catch (const std::exception& e) {
-      detail::rethrow_param_error(op, node, f.name, it->second, f.type_name, e);
-    }
-    p->values.push_back(it->second);
-  }
-  for (const auto& [key, value] : dict) {
-    if (detail::is_hidden_attr_key(key)) continue;
-    bool known = false;
-    for (const ParamDef& f : fields) known = known || f.name == key;
-    if (known) continue;
-    std::vector<std::string> names;
-    for (const ParamDef& f : fields) names.push_back(f.name);
-    detail::throw_unknown_param(op, node, key, names);
-  }
-  return p;
-}
-
 // ---- calls into Python (GIL held) ---------------------------------------------------------------
 
-nb::object param_value(ParamType type, const std::string& text) {
+nb::object param_value(RuntimeParamType type, const std::string& text) {
   switch (type) {
-    case ParamType::kInt:
+    case RuntimeParamType::kInt:
       return nb::int_(parse_int(text));
-    case ParamType::kFloat:
+    case RuntimeParamType::kFloat:
       return nb::float_(parse_float(text));
-    case ParamType::kBool:
+    case RuntimeParamType::kBool:
       return nb::bool_(parse_bool(text));
-    case ParamType::kShape:
+    case RuntimeParamType::kShape:
       return from_shape(parse_shape(text));
-    case ParamType::kFloats: {
+    case RuntimeParamType::kFloats: {
       nb::list items;
       for (double v : parse_float_tuple(text)) items.append(nb::float_(v));
       return nb::tuple(items);
     }
-    case ParamType::kString:
+    case RuntimeParamType::kString:
+    case RuntimeParamType::kDType:
       break;
   }
   return nb::str(text.c_str(), text.size());
@@ -159,12 +88,13 @@ nb::object param_value(ParamType type, const std::string& text) {
 
 // The op's parameters as keyword arguments.
 nb::dict kwargs_of(const PyOpDef& d, const OpAttrs& a) {
-  WEFT_CHECK(a.parsed != nullptr && a.op != nullptr && a.op->param_type() == typeid(PyOpParams))
+  WEFT_CHECK(a.parsed != nullptr && a.op != nullptr && a.op->param_type() == typeid(RuntimeParams))
       << a.where() << ": not a Python operator's attributes";
-  const PyOpParams& p = a.params<PyOpParams>();
+  const RuntimeParams& p = a.params<RuntimeParams>();
+  const std::vector<RuntimeParam>& fields = d.params->params();
   nb::dict kwargs;
-  for (size_t i = 0; i < d.params.size(); ++i) {
-    kwargs[d.params[i].name.c_str()] = param_value(d.params[i].type, p.values.at(i));
+  for (size_t i = 0; i < fields.size(); ++i) {
+    kwargs[fields[i].name.c_str()] = param_value(fields[i].type, p.values.at(i));
   }
   return kwargs;
 }
@@ -303,30 +233,12 @@ void set_inferred_types(const OpAttrs& a, const char* stage, const std::vector<D
 
 // ---- the two operators --------------------------------------------------------------------------
 
-void set_schema(Op& op, const std::shared_ptr<const PyOpDef>& d,
-                const std::vector<std::string>& descriptions) {
-  std::vector<ParamInfo> info;
-  for (size_t i = 0; i < d->params.size(); ++i) {
-    const ParamDef& p = d->params[i];
-    info.push_back(ParamInfo{p.name, p.type_name, p.default_value.value_or(""),
-                             !p.default_value.has_value(),
-                             i < descriptions.size() ? descriptions[i] : ""});
-  }
-  op.set_param_schema(
-      std::move(info),
-      [d](const AttrMap& dict, const std::string& o, const std::string& node) {
-        return parse_py_params(d->params, dict, o, node);
-      },
-      std::type_index(typeid(PyOpParams)));
-}
-
 void define_forward(Op& op, const std::shared_ptr<const PyOpDef>& d,
                     const std::vector<std::string>& input_names,
-                    const std::vector<std::string>& output_names,
-                    const std::vector<std::string>& param_descriptions,
-                    const std::string& description, bool has_backward) {
+                    const std::vector<std::string>& output_names, const std::string& description,
+                    bool has_backward) {
   op.describe(description);
-  set_schema(op, d, param_descriptions);
+  RuntimeParamSchema::install(op, d->params);
   op.set_num_inputs(d->num_inputs);
   op.set_num_outputs(d->num_outputs);
   op.set_input_names(input_names);
@@ -395,13 +307,12 @@ void define_forward(Op& op, const std::shared_ptr<const PyOpDef>& d,
 
 void define_backward(Op& op, const std::shared_ptr<const PyOpDef>& d,
                      const std::vector<std::string>& input_names,
-                     const std::vector<std::string>& output_names,
-                     const std::vector<std::string>& param_descriptions) {
+                     const std::vector<std::string>& output_names) {
   const int nin = d->num_inputs;
   const int nout = d->num_outputs;
   op.describe("The gradient of the Python operator '" + d->name +
               "': input gradients from (output gradients, inputs, outputs).");
-  set_schema(op, d, param_descriptions);
+  RuntimeParamSchema::install(op, d->params);
   std::vector<std::string> in_names;
   for (const std::string& o : output_names) in_names.push_back("ograd_" + o);
   for (const std::string& i : input_names) in_names.push_back(i);
@@ -471,27 +382,11 @@ void register_python_op(const std::string& name, nb::object spec, int num_inputs
   d->num_outputs = num_outputs;
   d->has_infer_shape = has_infer_shape;
   d->has_infer_type = has_infer_type;
-  std::vector<std::string> descriptions;
+  auto schema = std::make_shared<RuntimeParamSchema>();
   for (const auto& [pname, code, default_value, text] : params) {
-    ParamDef p;
-    p.name = pname;
-    p.type = param_type(code, name, pname, p.type_name);
-    for (const ParamDef& other : d->params) {
-      WEFT_CHECK_AS(ValueError, other.name != p.name)
-          << where() << "parameter '" << p.name << "' appears twice";
-    }
-    if (default_value) {
-      try {
-        check_value(p.type, *default_value);
-      } catch (const std::exception& e) {
-        WEFT_THROW(ValueError) << where() << "the default '" << *default_value << "' of parameter '"
-                               << p.name << "' is not a valid " << p.type_name << ": " << e.what();
-      }
-    }
-    p.default_value = default_value;
-    d->params.push_back(std::move(p));
-    descriptions.push_back(text);
+    schema->add(RuntimeParam{pname, param_type(code, name, pname), default_value, text}, name);
   }
+  d->params = std::move(schema);
   // Kept for the life of the process (PyOpDef::spec); taken before publishing, so a kernel can
   // never see the object go away. A registration that fails below leaks this one reference.
   d->spec = spec.inc_ref().ptr();
@@ -506,10 +401,10 @@ void register_python_op(const std::string& name, nb::object spec, int num_inputs
   // The gradient first: a forward op must never refer to a gradient that failed to register.
   if (has_backward) {
     OpRegistry::register_runtime(
-        grad, [&](Op& op) { define_backward(op, def, input_names, output_names, descriptions); });
+        grad, [&](Op& op) { define_backward(op, def, input_names, output_names); });
   }
   OpRegistry::register_runtime(name, [&](Op& op) {
-    define_forward(op, def, input_names, output_names, descriptions, description, has_backward);
+    define_forward(op, def, input_names, output_names, description, has_backward);
   });
 }
 

@@ -1,38 +1,11 @@
-"""Generates Python functions for registered operators from the registry's schemas: one
+"""Generates Python functions for registered operators from the registry's operator schema
+(ops/op_schema.h, through _weft._describe_op: input names, typed defaults, variadic inputs): one
 function per operator (and alias) with its inputs, parameters, defaults and documentation.
 weft.op builds array functions with it, weft.sym symbol functions."""
 from __future__ import annotations
 
 import inspect
 import keyword
-import re
-
-_INT = re.compile(r"^-?\d+$")
-_FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$|^-?inf$|^nan$")
-
-
-def default_value(text):
-    """The Python value of a schema default ('1', '(1, 1)', 'True', 'None', 'max')."""
-    t = text.strip()
-    if t in ("None", ""):
-        return None
-    if t in ("True", "true"):
-        return True
-    if t in ("False", "false"):
-        return False
-    if _INT.match(t):
-        return int(t)
-    if _FLOAT.match(t):
-        return float(t)
-    if t.startswith("(") or t.startswith("["):
-        body = t[1:-1].strip().rstrip(",")
-        if not body:
-            return ()
-        try:
-            return tuple(default_value(p) for p in body.split(","))
-        except ValueError:
-            return t
-    return t.strip("'\"")
 
 
 def _py_name(name):
@@ -64,7 +37,8 @@ def signature(desc, extra):
         if n in seen or p["name"] == "num_args" and names is None:
             continue
         seen.add(n)
-        default = inspect.Parameter.empty if p["required"] else default_value(p["default"])
+        # The schema types the default (a tuple for a shape, None for "None").
+        default = inspect.Parameter.empty if p["required"] else p["default"]
         params.append(inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=default))
     for n, d in extra:
         if n not in seen:
@@ -85,7 +59,7 @@ def docstring(desc, kind):
         lines.append("")
         lines.append("Parameters:")
         for p in desc["params"]:
-            d = "required" if p["required"] else f"default {p['default']}"
+            d = "required" if p["required"] else f"default {p['default_text']}"
             text = f"    {p['name']} ({p['type']}, {d})"
             if p["description"]:
                 text += f": {p['description']}"

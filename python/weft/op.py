@@ -23,7 +23,6 @@ _module = sys.modules[__name__]
 # Names of this module that operators may not replace.
 _RESERVED = {"refresh", "list", "describe", "NDArray", "np", "sys", "numbers", "builtins"}
 _known_ops: set[str] = set()
-_weft_parsed: dict = {}
 
 
 def _weft_as_input(x, like):
@@ -43,28 +42,13 @@ def _weft_apply(op_name, inputs, attrs, out=None, name=None):
             inputs = [_weft_as_input(i, like) if i is not None else _weft._none()
                       for i in inputs]
             break
-    # Parsed attributes, cached by the call's own values (Note [Attribute cache] below).
-    key = (op_name, *attrs.items()) if attrs else op_name
-    try:
-        parsed = _weft_parsed[key]
-    except KeyError:
-        if len(_weft_parsed) >= 4096:
-            _weft_parsed.clear()
-        parsed = _weft_parsed[key] = _weft._parse_attrs(op_name, attrs)
-    except TypeError:  # an unhashable value (a list): parse every time
-        parsed = _weft._parse_attrs(op_name, attrs)
+    # One entry point: the attributes are parsed once per distinct set by the attribute cache
+    # every by-name caller shares (Note [Attribute cache] in ops/attr_cache.cc).
     if out is not None:
-        _weft._invoke_parsed(parsed, inputs, out)
+        _weft._invoke(op_name, inputs, attrs, out)
         return out
-    return _weft._invoke_parsed(parsed, inputs)
-
-
-# Note [Attribute cache]: converting attribute values to MXNet's strings and parsing them costs
-# microseconds, more than pushing the operation. Calls in a loop repeat the same values, so the
-# parsed attributes are kept in a dict keyed by (operator, (name, value) pairs in call order).
-# Keys compare by Python equality: equal values of different types (1 and 1.0, True and 1) share
-# the parse of whichever came first, which only makes a call that would have been refused for its
-# spelling (an int parameter given 2.0) succeed. Bounded: cleared at 4096 entries.
+    outs = _weft._invoke(op_name, inputs, attrs)
+    return outs[0] if len(outs) == 1 else outs
 
 
 def _weft_install(desc):
