@@ -1,42 +1,46 @@
-// Formats the operator registry for `weft ops`.
+// Formats the operator registry for `weft ops` from the operator schema (ops/op_schema.h).
 #include "ops/op_listing.h"
 
 #include <sstream>
 
+#include "ops/op_schema.h"
+
 namespace weft {
 
 std::string describe_op(const Op& op, bool verbose) {
+  // Everything comes from the operator schema, the one Python, the C ABI and the docs read.
+  const OpSchema s = op_schema(op);
   std::ostringstream os;
-  os << op.name();
-  if (!op.aliases().empty()) {
+  os << s.name;
+  if (!s.aliases.empty()) {
     os << " (aliases:";
-    for (const auto& a : op.aliases()) os << " " << a;
+    for (const auto& a : s.aliases) os << " " << a;
     os << ")";
   }
-  // Arity and names need parsed attributes; use the defaults when every param has one.
-  bool all_defaults = true;
-  for (const auto& p : op.param_info_list()) all_defaults = all_defaults && !p.required;
-  if (all_defaults) {
-    try {
-      OpAttrs a = op.make_attrs({});
-      os << "  inputs:";
-      for (const auto& n : op.input_names(a)) os << " " << n;
-      os << "  outputs:";
-      for (const auto& n : op.output_names(a)) os << " " << n;
-    } catch (const std::exception&) {
-      os << "  inputs: (depend on params)";
-    }
-  } else {
+  if (!s.variadic_param.empty()) {
+    os << "  inputs: (" << s.variadic_param << " of them)";
+  } else if (!s.inputs_known) {
     os << "  inputs: (depend on params)";
+  } else {
+    os << "  inputs:";
+    for (const auto& n : s.inputs) os << " " << n;
   }
-  os << "  kernels:" << (op.has_kernel(DeviceType::kCPU) ? " cpu" : "")
-     << (op.has_kernel(DeviceType::kCUDA) ? " cuda" : "");
-  os << (op.attr<FGradient>() ? "  gradient: yes" : "  gradient: no");
+  if (s.num_outputs >= 0) {
+    os << "  outputs:";
+    for (const auto& n : s.outputs) os << " " << n;
+    if (!s.outputs_depend_on.empty()) {
+      os << " (count depends on";
+      for (const auto& p : s.outputs_depend_on) os << " " << p;
+      os << ")";
+    }
+  }
+  os << "  kernels:" << (s.cpu_kernel ? " cpu" : "") << (s.cuda_kernel ? " cuda" : "");
+  os << (s.has_gradient ? "  gradient: yes" : "  gradient: no");
   if (verbose) {
-    if (!op.description().empty()) os << "\n    " << op.description();
-    for (const auto& p : op.param_info_list()) {
+    if (!s.description.empty()) os << "\n    " << s.description;
+    for (const auto& p : s.params) {
       os << "\n    " << p.name << " : " << p.type;
-      os << (p.required ? ", required" : ", default " + p.default_value);
+      os << (p.required ? ", required" : ", default " + p.default_text);
       if (!p.description.empty()) os << " -- " << p.description;
     }
   }

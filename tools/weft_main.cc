@@ -10,6 +10,7 @@
 #include "devices/device_api.h"
 #include "ops/kernel_libraries.h"
 #include "ops/op_listing.h"
+#include "ops/op_schema.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/demo.h"
@@ -48,13 +49,15 @@ int main(int argc, char** argv) {
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print version and build configuration");
 
-  bool ops_brief = false, ops_backward = false;
+  bool ops_brief = false, ops_backward = false, ops_json = false;
   std::string ops_name;
   CLI::App* ops_cmd =
       app.add_subcommand("ops", "List the registered operators with inputs, params and defaults");
   ops_cmd->add_option("name", ops_name, "Show only this operator (name or alias)");
   ops_cmd->add_flag("--brief", ops_brief, "One line per operator");
   ops_cmd->add_flag("--backward", ops_backward, "Include the _backward_* operators");
+  ops_cmd->add_flag("--json", ops_json,
+                    "Print the operator schema as JSON (what the C ABI's weft_op_schema gives)");
   std::vector<std::string> ops_plugins;
   weft::tools::add_plugin_option(*ops_cmd, ops_plugins);
 
@@ -75,7 +78,12 @@ int main(int argc, char** argv) {
     if (demo_cmd->parsed()) return weft::tools::run_demo(demo);
     if (ops_cmd->parsed()) {
       weft::tools::load_plugins(ops_plugins);
-      if (!ops_name.empty()) {
+      if (ops_json) {
+        const std::string text =
+            ops_name.empty() ? weft::registry_schema_json(ops_backward, 1)
+                             : weft::op_schema_json(weft::op_schema(weft::get_op(ops_name)), 1);
+        std::printf("%s\n", text.c_str());
+      } else if (!ops_name.empty()) {
         std::printf("%s\n", weft::describe_op(weft::get_op(ops_name), true).c_str());
       } else {
         std::printf("%s", weft::describe_registry(!ops_brief, ops_backward).c_str());
