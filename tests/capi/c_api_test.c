@@ -769,6 +769,29 @@ static void test_foreign_ops(void) {
   OK(weft_array_free(b));
 }
 
+/* The registry's schema as JSON, for a built-in and a foreign operator (C has no JSON parser:
+ * the checks look for the members' text, as json.dumps-like compact output writes them). */
+static void test_op_schema(void) {
+  const char* json = NULL;
+  OK(weft_op_schema("Convolution", &json));
+  CHECK(json != NULL && strstr(json, "\"inputs\":[\"data\",\"weight\",\"bias\"]") != NULL);
+  CHECK(json != NULL && strstr(json, "\"name\":\"num_group\"") != NULL);
+  OK(weft_op_schema("concat", &json)); /* an alias */
+  CHECK(json != NULL && strstr(json, "\"name\":\"Concat\"") != NULL);
+  CHECK(json != NULL && strstr(json, "\"variadic\":\"num_args\"") != NULL);
+  OK(weft_op_schema("c_scale_add", &json));
+  CHECK(json != NULL && strstr(json, "\"inputs\":[\"a\",\"b\"]") != NULL);
+  CHECK(json != NULL && strstr(json, "\"default\":1.0") != NULL);
+  CHECK(json != NULL && strstr(json, "scale of the first input") != NULL);
+  CHECK(json != NULL && strstr(json, "\"runtime\":true") != NULL);
+  OK(weft_op_schema(NULL, &json));
+  CHECK(json != NULL && json[0] == '[' && strstr(json, "\"name\":\"c_scale_add\"") != NULL);
+  json = "untouched";
+  FAILS(weft_op_schema("no_such_op", &json), "no_such_op");
+  CHECK(json == NULL);
+  FAILS(weft_op_schema("Convolution", NULL), "json_out");
+}
+
 /* ---- graphs -----------------------------------------------------------------------------------
  */
 
@@ -905,6 +928,7 @@ int main(int argc, char** argv) {
   test_dlpack();
   test_misuse();
   test_foreign_ops();
+  test_op_schema();
   test_graph();
   test_plugins(argv[1], argv[2], argv[3]);
   OK(weft_wait_all());
