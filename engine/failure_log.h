@@ -127,6 +127,12 @@ class FailureLog {
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<int64_t>(retained_.size()) + unretained_;
   }
+  /// Fills the failure counts of an engine's stats (failed, skipped, undelivered).
+  void fill_stats(EngineStats& stats) const {
+    stats.failed_ops = failed_total();
+    stats.skipped_ops = skipped_total();
+    stats.undelivered_errors = undelivered();
+  }
   /// Failures kept with their exception (at most the bound).
   size_t retained() const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -6,6 +6,7 @@
 
 #include "base/profiler.h"
 #include "engine/object_pool.h"
+#include "engine/op_run.h"
 
 namespace weft {
 
@@ -65,13 +66,7 @@ void SyncEngine::push_async(AsyncFn fn, Device device, VarList reads, VarList wr
 }
 
 void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::string_view name) {
-  try {
-    detail::build_slots(op, reads, writes, name, op->kind == OpKind::kDeleteVar);
-  } catch (...) {
-    ObjectPool<OprBlock>::destroy(op);
-    throw;
-  }
-  if (!name.empty()) op->name = detail::OpName(name);
+  detail::adopt_pushed(op, reads, writes, name);
   if (op->device.type == DeviceType::kCUDA) {
     try {
       stream_for(op->device);  // creates the device's stream on first use; throws without one
@@ -97,10 +92,7 @@ void SyncEngine::push_block(OprBlock* op, VarList reads, VarList writes, std::st
     }
   }
   if (op->kind == OpKind::kDeleteVar) op->slots[0].var->deleted = true;
-  if (Profiler::global().enabled()) {
-    op->profile_id = Profiler::global().next_op_id();
-    op->queued_ns = Profiler::now_ns();
-  }
+  detail::stamp_queued(op);
   if (op->kind == OpKind::kUser) pending_.fetch_add(1, std::memory_order_relaxed);  // statistics
   queue_.push_back(op);
   if (defer) return;  // the runner executes it in order (Note [Sync engine runner])
@@ -142,20 +134,9 @@ void SyncEngine::complete_async(void*, void* op, std::exception_ptr error) {
 }
 
 void SyncEngine::execute(OprBlock* op) {
-  if (op->kind == OpKind::kUser) {
-    for (uint32_t i = 0; i < op->num_slots; ++i) {
-      Var* var = op->slots[i].var;
-      if (var->has_error()) {
-        op->inherited = var->error;
-        break;
-      }
-    }
-  }
+  detail::begin_run(op);
   const bool profiled = op->profile_id != 0;
-  if (profiled) {
-    op->start_ns = op->ready_ns = Profiler::now_ns();
-    op->start_lane = Profiler::global().thread_lane();
-  }
+  if (profiled) op->ready_ns = op->start_ns;  // ready as soon as pushed: nothing runs beside it
   std::exception_ptr error;
   if (!op->inherited && op->has_body) {
     detail::OperationScope scope;
@@ -184,30 +165,13 @@ void SyncEngine::execute(OprBlock* op) {
       }
       op->completion_state = &wait;
       const uint64_t token = detail::completion_token(op);  // Note [Completion tokens]
-      std::exception_ptr thrown;
-      bool already_recorded = false;
-      {
-        detail::AsyncBodyScope body_scope(op, token);
-        try {
-          op->body.async(context, CallbackOnComplete(&SyncEngine::complete_async, this, op, token));
-        } catch (const CompletionError&) {
-          thrown = std::current_exception();  // a second on_complete escaping the body: recorded
-          already_recorded = true;
-        } catch (...) {
-          thrown = std::current_exception();
-        }
-      }
+      std::exception_ptr thrown = detail::call_async_body(
+          op, context, CallbackOnComplete(&SyncEngine::complete_async, this, op, token), token,
+          failures_);
       if (thrown) {
-        if (detail::claim_completion(op, token)) {
-          std::lock_guard<std::mutex> lock(wait.mutex);  // it threw before calling back
-          wait.error = std::move(thrown);
-          wait.done = true;
-        } else if (!already_recorded) {
-          // It threw after calling back: reported by the failure log; nothing released twice.
-          failures_.record_violation(std::move(thrown), op->name.str(),
-                                     "threw after calling on_complete (its variables were "
-                                     "already released)");
-        }
+        std::lock_guard<std::mutex> lock(wait.mutex);  // it threw before calling back
+        wait.error = std::move(thrown);
+        wait.done = true;
       }
       {
         std::unique_lock<std::mutex> lock(wait.mutex);
@@ -217,21 +181,12 @@ void SyncEngine::execute(OprBlock* op) {
       std::lock_guard<std::mutex> lock(mutex_);
       async_waiting_ = false;
     } else {
-      try {
-        op->body.sync(context);
-      } catch (...) {
-        error = std::current_exception();
-      }
+      error = detail::call_sync_body(op, context);
     }
   }
   op->reset_body();
-  std::shared_ptr<detail::ErrorSlot> error_slot;
-  if (error) {
-    error_slot = failures_.record_failure(std::move(error), op->name);
-  } else if (op->inherited) {
-    error_slot = op->inherited;
-    failures_.record_skip();
-  }
+  std::shared_ptr<detail::ErrorSlot> error_slot =
+      detail::outcome_slot(op, std::move(error), failures_);
   const bool user = op->kind == OpKind::kUser;
   for (uint32_t i = 0; i < op->num_slots; ++i) {
     if (!op->slots[i].write) continue;
@@ -301,9 +256,7 @@ EngineStats SyncEngine::stats() const {
   EngineStats stats;
   stats.pending_ops = pending_.load(std::memory_order_relaxed);
   stats.completed_ops = completed_.load(std::memory_order_relaxed);
-  stats.failed_ops = failures_.failed_total();
-  stats.skipped_ops = failures_.skipped_total();
-  stats.undelivered_errors = failures_.undelivered();
+  failures_.fill_stats(stats);
   stats.live_vars = vars_created_.load(std::memory_order_relaxed) -
                     vars_destroyed_.load(std::memory_order_relaxed);
   return stats;

@@ -10,6 +10,7 @@
 #include "base/profiler.h"
 #include "engine/cpu_budget.h"
 #include "engine/object_pool.h"
+#include "engine/op_run.h"
 
 namespace weft {
 
@@ -219,20 +220,11 @@ void ThreadedEngine::push_async(AsyncFn fn, Device device, VarList reads, VarLis
 
 void ThreadedEngine::push_block(OprBlock* op, VarList reads, VarList writes,
                                 std::string_view name) {
-  try {
-    detail::build_slots(op, reads, writes, name, op->kind == OpKind::kDeleteVar);
-  } catch (...) {
-    ObjectPool<OprBlock>::destroy(op);
-    throw;
-  }
-  if (!name.empty()) op->name = detail::OpName(name);
+  detail::adopt_pushed(op, reads, writes, name);
   if (op->property == FnProperty::kCPUPrioritized && !cpu_priority_pool_) op->priority = INT32_MAX;
   const uint32_t n = op->num_slots;
   op->wait.store(static_cast<int32_t>(n) + 1, std::memory_order_relaxed);
-  if (Profiler::global().enabled()) {
-    op->profile_id = Profiler::global().next_op_id();
-    op->queued_ns = Profiler::now_ns();
-  }
+  detail::stamp_queued(op);
   // relaxed: pending_ is only compared with zero by waiters after the final decrement, which is
   // a release sequence (Note [Pending count and idle wait]); this increment happens-before it.
   pending_.fetch_add(1, std::memory_order_relaxed);
@@ -356,20 +348,7 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
       return nullptr;
     }
   }
-  if (op->kind == OpKind::kUser) {
-    // Note [Var error ordering]
-    for (uint32_t i = 0; i < op->num_slots; ++i) {
-      Var* var = op->slots[i].var;
-      if (var->has_error()) {
-        op->inherited = var->error;
-        break;
-      }
-    }
-  }
-  if (op->profile_id != 0) {
-    op->start_ns = Profiler::now_ns();
-    op->start_lane = Profiler::global().thread_lane();
-  }
+  detail::begin_run(op);
   if (op->inherited || !op->has_body) return complete(op, nullptr, true);
   std::exception_ptr error;
   if (on_gpu) {
@@ -386,41 +365,19 @@ OprBlock* ThreadedEngine::execute(OprBlock* op, const RunContext& context) {
     // operation counts as pending until then.
     op->async_refs.store(2, std::memory_order_relaxed);
     const uint64_t token = detail::completion_token(op);  // Note [Completion tokens]
-    bool already_recorded = false;
     {
       detail::OperationScope scope;
-      detail::AsyncBodyScope body_scope(op, token);
-      try {
-        op->body.async(context,
-                       CallbackOnComplete(&ThreadedEngine::complete_async, this, op, token));
-      } catch (const CompletionError&) {
-        error = std::current_exception();  // a second on_complete escaping the body: recorded
-        already_recorded = true;
-      } catch (...) {
-        error = std::current_exception();
-      }
+      error = detail::call_async_body(
+          op, context, CallbackOnComplete(&ThreadedEngine::complete_async, this, op, token), token,
+          failures_);
     }
-    if (error) {
-      if (detail::claim_completion(op, token)) {
-        complete(op, std::move(error), false);  // it threw before calling back
-      } else if (!already_recorded) {
-        // It threw after calling back: the variables are released, so the error can reach no
-        // variable; the failure log reports it. Nothing is released again.
-        failures_.record_violation(std::move(error), op->name.str(),
-                                   "threw after calling on_complete (its variables were already "
-                                   "released)");
-      }
-    }
+    if (error) complete(op, std::move(error), false);  // it threw before calling back
     if (release_async_ref(op)) count_completion();
     return nullptr;
   }
   {
     detail::OperationScope scope;
-    try {
-      op->body.sync(context);
-    } catch (...) {
-      error = std::current_exception();
-    }
+    error = detail::call_sync_body(op, context);
   }
   return complete(op, std::move(error), true);
 }
@@ -519,13 +476,8 @@ OprBlock* ThreadedEngine::complete(OprBlock* op, std::exception_ptr error, bool 
     }
   }
   if (!async_body) op->reset_body();
-  std::shared_ptr<detail::ErrorSlot> error_slot;
-  if (error) {
-    error_slot = failures_.record_failure(std::move(error), op->name);
-  } else if (op->inherited) {
-    error_slot = op->inherited;
-    failures_.record_skip();
-  }
+  std::shared_ptr<detail::ErrorSlot> error_slot =
+      detail::outcome_slot(op, std::move(error), failures_);
   const bool user = op->kind == OpKind::kUser;
   const bool profiled = op->profile_id != 0;
   int64_t end_ns = profiled ? Profiler::now_ns() : 0;
@@ -624,9 +576,7 @@ EngineStats ThreadedEngine::stats() const {
   if (stats.pending_ops < 0) stats.pending_ops = 0;
   stats.completed_ops = pushed_.load(std::memory_order_acquire) - stats.pending_ops;
   if (stats.completed_ops < 0) stats.completed_ops = 0;
-  stats.failed_ops = failures_.failed_total();
-  stats.skipped_ops = failures_.skipped_total();
-  stats.undelivered_errors = failures_.undelivered();
+  failures_.fill_stats(stats);
   stats.live_vars = vars_created_.load(std::memory_order_acquire) -
                     vars_destroyed_.load(std::memory_order_acquire);
   return stats;
