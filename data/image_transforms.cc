@@ -11,6 +11,7 @@
 #include "data/image.h"
 #include "ndarray/runtime.h"
 #include "ops/op.h"
+#include "ops/op_call.h"
 
 namespace weft::data {
 
@@ -29,8 +30,7 @@ std::vector<NDArray> run_host(const OpAttrs& attrs, const std::vector<NDArray>& 
         << attrs.where() << ": run_host_op runs on host arrays; input " << i << " is on "
         << to_string(inputs[i].device());
   }
-  const FCompute* compute = op.compute(DeviceType::kCPU);
-  WEFT_CHECK_AS(NotImplemented, compute != nullptr)
+  WEFT_CHECK_AS(NotImplemented, OpKernel::of(op, DeviceType::kCPU).compute != nullptr)
       << attrs.where() << " has no plain CPU kernel (run_host_op runs FCompute kernels only)";
 
   std::vector<Shape> shapes(nin + nout);  // inputs then outputs; the views point into it
@@ -38,20 +38,22 @@ std::vector<NDArray> run_host(const OpAttrs& attrs, const std::vector<NDArray>& 
   std::vector<DType> in_types, out_types(nout, DType::kUnknown);
   infer_outputs(attrs, inputs, in_shapes, in_types, out_shapes, out_types);
 
+  // Kernel and resources (Note [One call path] in ops/op_call.cc).
+  const OpCall call = OpCall::make(attrs, Device::cpu(), in_shapes, in_types, out_shapes);
+  WEFT_CHECK_AS(NotImplemented, !call.resources.random)
+      << attrs.where()
+      << " draws from the engine's random state, which run_host_op cannot provide (draw "
+         "from the map function's Rng and run the deterministic operator instead)";
   OpContext ctx;
   ctx.num_threads = 1;
   ctx.run.device = Device::cpu();
   DataPtr workspace;
-  if (const auto& f = op.resource_request(DeviceType::kCPU)) {
-    for (const auto& r : f(attrs, in_shapes, out_shapes)) {
-      WEFT_CHECK_AS(NotImplemented, r.kind == ResourceRequest::Kind::kWorkspace)
-          << attrs.where()
-          << " draws from the engine's random state, which run_host_op cannot provide (draw "
-             "from the map function's Rng and run the deterministic operator instead)";
-      workspace = Runtime::get().allocator(Device::cpu()).allocate(std::max<size_t>(r.bytes, 1));
-      ctx.workspace = workspace.get();
-      ctx.workspace_bytes = r.bytes;
-    }
+  if (call.resources.workspace) {
+    workspace = Runtime::get()
+                    .allocator(Device::cpu())
+                    .allocate(std::max<size_t>(call.resources.workspace_bytes, 1));
+    ctx.workspace = workspace.get();
+    ctx.workspace_bytes = call.resources.workspace_bytes;
   }
   if (const auto& f = op.attr<FMutateInputs>()) {
     for (int i : f(attrs)) {
@@ -76,7 +78,7 @@ std::vector<NDArray> run_host(const OpAttrs& attrs, const std::vector<NDArray>& 
     out_views.push_back(v);
   }
   const std::vector<OpReq> req(nout, OpReq::kWrite);
-  (*compute)(attrs, ctx, in_views, req, out_views);
+  call.run(ctx, in_views, req, out_views);
   outputs.resize(op.num_visible_outputs(attrs));
   return outputs;
 }

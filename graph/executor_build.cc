@@ -39,7 +39,6 @@ void ExecutorImpl::build_runs() {
     NodeRun r;
     r.nid = nid;
     r.name = n.op->name();
-    r.attrs = n.op_attrs.get();
     const Device dev = node_device_[nid];
     r.device = dev;
     // A copy node between devices (Note [Mixed placement]): the bytes move on the GPU's copy
@@ -51,10 +50,7 @@ void ExecutorImpl::build_runs() {
       r.device = to_gpu ? dev : *r.copy_from;
       r.property = to_gpu ? FnProperty::kCopyToDevice : FnProperty::kCopyFromDevice;
     } else {
-      r.compute = n.op->compute(dev.type);
-      r.async = r.compute ? nullptr : n.op->async_compute(dev.type);
-      r.stateful = r.compute || r.async ? nullptr : n.op->stateful_compute(dev.type);
-      WEFT_CHECK_AS(NotImplemented, r.compute || r.stateful || r.async)
+      WEFT_CHECK_AS(NotImplemented, OpKernel::of(*n.op, dev.type).valid())
           << "bind: node " << nid << " ('" << n.name << "'): op " << n.op->name()
           << " has no kernel on " << weft::to_string(dev);
     }
@@ -168,22 +164,20 @@ void ExecutorImpl::build_runs() {
       r.workspace_bytes = plan_.workspace_bytes[nid];
       r.writes.push_back(ws->second.var());
     }
-    if (const auto& fr = n.op->resource_request(dev.type)) {
-      for (const ResourceRequest& q : fr(*n.op_attrs, in_shapes, out_shapes)) {
-        if (q.kind == ResourceRequest::Kind::kRandom) {
-          RandomResource& rnd = Runtime::get().random(dev);
-          r.random = &rnd.state;
-          r.device_seed_ok = q.device_seed;
-          r.random_train_only = q.train_only;
-          r.writes.push_back(rnd.var);
-        }
+    // Kernel, state and resources (Note [One call path] in ops/op_call.cc); the workspace is
+    // the plan's (above), sized from the same requests.
+    if (!r.copy_from) {
+      r.call = OpCall::make(*n.op_attrs, dev, in_shapes, in_types, out_shapes);
+      if (r.call.resources.random) {
+        RandomResource& rnd = Runtime::get().random(dev);
+        r.random = &rnd.state;
+        r.device_seed_ok = r.call.resources.device_seed;
+        r.random_train_only = r.call.resources.train_only;
+        r.writes.push_back(rnd.var);
       }
-    }
-    if (r.stateful) {
-      const auto& create = n.op->attr<FCreateOpState>();
-      WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
-          << "op " << n.op->name() << ": no FCreateOpState";
-      r.state = create(*n.op_attrs, dev, in_shapes, in_types);
+    } else {
+      r.call.attrs = n.op_attrs.get();
+      r.call.device = dev;
     }
     // A variable both read and written counts as a write; drop duplicates for the engine.
     std::sort(r.writes.begin(), r.writes.end());
@@ -240,7 +234,7 @@ void ExecutorImpl::setup_capture() {
     return;
   }
   for (const NodeRun& r : runs_) {
-    if (r.async != nullptr || (r.random != nullptr && !r.device_seed_ok)) return;
+    if (r.call.kernel.async != nullptr || (r.random != nullptr && !r.device_seed_ok)) return;
   }
   inference_ = make_capture(0, num_forward_runs_, false);
   if (has_backward_) {
@@ -302,7 +296,7 @@ std::vector<ExecutorImpl::SegmentRun> ExecutorImpl::make_segments(size_t begin, 
   for (size_t k = begin; k < end; ++k) {
     const NodeRun& r = runs_[k];
     SegmentNode n;
-    n.async = r.async != nullptr || r.copy_from;  // copies between devices go alone
+    n.async = r.call.kernel.async != nullptr || r.copy_from;  // copies between devices go alone
     // Segments never span devices: a CPU node of a GPU graph gets a stream of its own kind.
     n.stream = r.device == options_.device ? r.stream : -2;
     n.reads = r.reads;
@@ -359,7 +353,7 @@ void ExecutorImpl::push(NodeRun& r, bool is_train) {
   NodeRun* rp = &r;
   Engine* engine = &engine_;
   ComputeStreamScope stream(r.stream);
-  if (r.async != nullptr) {
+  if (r.call.kernel.async != nullptr) {
     engine_.push_async(
         [rp, is_train, engine](const RunContext& rc, CallbackOnComplete done) {
           rp->run(is_train, *engine, rc, &done);

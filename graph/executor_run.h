@@ -19,6 +19,7 @@
 #include "ndarray/kernel_scope.h"
 #include "ndarray/runtime.h"
 #include "ops/op.h"
+#include "ops/op_call.h"
 
 namespace weft::graph::executor_detail {
 
@@ -28,11 +29,9 @@ using Clock = std::chrono::steady_clock;
 struct NodeRun {
   uint32_t nid = 0;
   std::string name;  // op name, for the engine's profiler and op_times()
-  const OpAttrs* attrs = nullptr;
-  const FCompute* compute = nullptr;
-  const FStatefulCompute* stateful = nullptr;
-  const FAsyncCompute* async = nullptr;  // completes through the engine's callback
-  std::shared_ptr<OpState> state;
+  // The kernel, its state and resources (Note [One call path] in ops/op_call.cc); an
+  // asynchronous kernel completes through the engine's callback.
+  OpCall call;
   std::vector<TensorView> in, out;
   std::vector<OpReq> req;
   std::vector<VarHandle> reads, writes;
@@ -95,16 +94,9 @@ struct NodeRun {
     KernelScope scope(Runtime::get());
     ctx.num_threads = scope.threads();
     const auto t0 = time_ops ? Clock::now() : Clock::time_point();
-    std::span<const TensorView> i(in.data(), in.size());
-    std::span<const TensorView> o(out.data(), out.size());
-    std::span<const OpReq> r(req.data(), req.size());
-    if (compute) {
-      (*compute)(*attrs, ctx, i, r, o);
-    } else if (async) {
-      (*async)(*attrs, ctx, i, r, o, *on_complete);  // time_ops counts the launch only
-    } else {
-      (*stateful)(*state, ctx, i, r, o);
-    }
+    // time_ops counts an asynchronous kernel's launch only.
+    call.run(ctx, {in.data(), in.size()}, {req.data(), req.size()}, {out.data(), out.size()},
+             on_complete);
     if (time_ops) {
       total_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ++calls;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "ops/op_call.h"
 
 namespace weft::graph {
 namespace {
@@ -269,23 +270,29 @@ MemoryPlan plan_memory(const Graph& graph, const InferResult& inferred,
     // Workspace, alive during this step only.
     const DeviceType node_device =
         options.node_devices.empty() ? options.device : options.node_devices[nid];
-    if (const auto& request = n.op->resource_request(node_device)) {
+    if (n.op->resource_request(node_device)) {
       in_shapes.clear();
       out_shapes.clear();
       for (const NodeEntry& in : n.inputs) in_shapes.push_back(inferred.shapes[g.entry_id(in)]);
       for (int o = 0; o < num_out; ++o) out_shapes.push_back(inferred.shapes[g.entry_id(nid, o)]);
-      const std::vector<ResourceRequest> requests =
-          !options.layouts.empty() && n.op->attr<FLayoutResourceRequest>() &&
-                  has_layouts(g, nid, options.layouts)
-              ? layout_requests(g, nid, inferred, options.layouts, in_shapes, out_shapes)
-              : request(*n.op_attrs, in_shapes, out_shapes);
+      // What the node's kernel on its device asks for (Note [One call path] in ops/op_call.cc),
+      // or, on layouts other than plain, what FLayoutResourceRequest asks for.
       size_t bytes = 0;
-      for (const ResourceRequest& r : requests) {
-        if (r.kind != ResourceRequest::Kind::kWorkspace) continue;
-        WEFT_CHECK_AS(OutOfMemory, r.bytes <= kMaxPlanBytes - bytes)
+      if (!options.layouts.empty() && n.op->attr<FLayoutResourceRequest>() &&
+          has_layouts(g, nid, options.layouts)) {
+        for (const ResourceRequest& r :
+             layout_requests(g, nid, inferred, options.layouts, in_shapes, out_shapes)) {
+          if (r.kind != ResourceRequest::Kind::kWorkspace) continue;
+          WEFT_CHECK_AS(OutOfMemory, r.bytes <= kMaxPlanBytes - bytes)
+              << "memory plan: the workspace of " << node_label(g, nid)
+              << " is larger than 2^60 bytes";
+          bytes += r.bytes;
+        }
+      } else {
+        bytes = OpResources::of(*n.op_attrs, node_device, in_shapes, out_shapes).workspace_bytes;
+        WEFT_CHECK_AS(OutOfMemory, bytes <= kMaxPlanBytes)
             << "memory plan: the workspace of " << node_label(g, nid)
             << " is larger than 2^60 bytes";
-        bytes += r.bytes;
       }
       if (bytes > 0 && off_arena(nid)) {
         mp.workspace_bytes[nid] = bytes;  // the executor allocates it on the node's device

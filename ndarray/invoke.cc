@@ -7,7 +7,7 @@
 #include "ndarray/kernel_scope.h"
 #include "ndarray/ndarray.h"
 #include "ndarray/runtime.h"
-#include "ops/cpu/dnnl_util.h"
+#include "ops/op_call.h"
 
 namespace weft {
 namespace {
@@ -18,13 +18,11 @@ constexpr int64_t kInlineKernelElements = 4096;
 
 // Calls a kernel: fills the rest of `ctx` (threads, input identities taken now: reads of the
 // inputs are ordered after their writes and before later ones, so their versions are stable) and
-// calls whichever of compute / async / stateful is set.
-void run_kernel(const OpAttrs& attrs, const FCompute* compute, const FAsyncCompute* async,
-                const FStatefulCompute* stateful, OpState* state, const RunContext& rc,
-                OpContext& ctx, bool is_train, Engine& engine, std::span<const TensorView> in,
-                std::span<const TensorView> out, std::span<const OpReq> req,
-                std::span<const VarHandle> in_vars, const uint64_t* storage_ids, uint64_t* versions,
-                CallbackOnComplete* on_complete) {
+// runs the call.
+void run_kernel(const OpCall& call, const RunContext& rc, OpContext& ctx, bool is_train,
+                Engine& engine, std::span<const TensorView> in, std::span<const TensorView> out,
+                std::span<const OpReq> req, std::span<const VarHandle> in_vars,
+                const uint64_t* storage_ids, uint64_t* versions, CallbackOnComplete* on_complete) {
   ctx.is_train = is_train;
   ctx.run = rc;
   for (size_t i = 0; i < in_vars.size(); ++i) versions[i] = engine.var_version(in_vars[i]);
@@ -32,22 +30,13 @@ void run_kernel(const OpAttrs& attrs, const FCompute* compute, const FAsyncCompu
   ctx.input_versions = versions;
   KernelScope scope(Runtime::get());
   ctx.num_threads = scope.threads();
-  if (compute != nullptr) {
-    (*compute)(attrs, ctx, in, req, out);
-  } else if (async != nullptr) {
-    (*async)(attrs, ctx, in, req, out, *on_complete);
-  } else {
-    (*stateful)(*state, ctx, in, req, out);
-  }
+  call.run(ctx, in, req, out, on_complete);
 }
 
 // Everything one pushed kernel needs, owned by its engine operation.
 struct PendingKernel {
-  std::shared_ptr<const OpAttrs> attrs;
-  const FCompute* compute = nullptr;
-  const FStatefulCompute* stateful = nullptr;
-  const FAsyncCompute* async = nullptr;
-  std::shared_ptr<OpState> state;
+  std::shared_ptr<const OpAttrs> attrs;  // keeps call.attrs alive
+  OpCall call;
   // Inline capacity covers nearly every op, so a pushed kernel is one allocation.
   SmallVector<std::shared_ptr<detail::Storage>, 6> keep_alive;
   SmallVector<Shape, 6> shapes;  // inputs then outputs; views point into these
@@ -73,11 +62,10 @@ struct PendingKernel {
     ctx.workspace_bytes = workspace_bytes;
     ctx.random = random ? &random->state : nullptr;
     ctx.temp_allocator = temp_allocator;
-    run_kernel(*attrs, compute, async, stateful, state.get(), rc, ctx, is_train, *engine,
-               {in_views.data(), in_views.size()}, {out_views.data(), out_views.size()},
-               {req.data(), req.size()}, {in_vars.data(), in_vars.size()}, storage_ids.data(),
-               versions.data(), on_complete);
-    if (async == nullptr) workspace.reset();
+    run_kernel(call, rc, ctx, is_train, *engine, {in_views.data(), in_views.size()},
+               {out_views.data(), out_views.size()}, {req.data(), req.size()},
+               {in_vars.data(), in_vars.size()}, storage_ids.data(), versions.data(), on_complete);
+    if (call.kernel.async == nullptr) workspace.reset();
   }
 };
 
@@ -130,31 +118,14 @@ void remember_inference(const std::shared_ptr<const OpAttrs>& attrs,
 void infer_outputs(const OpAttrs& attrs, const std::vector<NDArray>& inputs,
                    std::vector<Shape>& in_shapes, std::vector<DType>& in_types,
                    std::vector<Shape>& out_shapes, std::vector<DType>& out_types) {
-  const Op& op = *attrs.op;
-  const int nin = static_cast<int>(inputs.size()), nout = static_cast<int>(out_shapes.size());
+  const size_t nin = inputs.size();
   in_shapes.resize(nin);
   in_types.resize(nin);
-  for (int i = 0; i < nin; ++i) {
+  for (size_t i = 0; i < nin; ++i) {
     in_shapes[i] = inputs[i].shape();
     in_types[i] = inputs[i].dtype();
   }
-  op.infer_shape(attrs, in_shapes, out_shapes);
-  op.infer_type(attrs, in_types, out_types);
-  for (int i = 0; i < nin; ++i) {
-    WEFT_CHECK_AS(ShapeError, in_shapes[i] == inputs[i].shape())
-        << attrs.where() << ": input " << i << " has shape " << inputs[i].shape()
-        << " but the op needs " << in_shapes[i];
-    WEFT_CHECK_AS(ShapeError, in_types[i] == inputs[i].dtype())
-        << attrs.where() << ": input " << i << " has dtype " << dtype_name(inputs[i].dtype())
-        << " but the op needs " << dtype_name(in_types[i]);
-  }
-  for (int i = 0; i < nout; ++i) {
-    WEFT_CHECK_AS(ShapeError, out_shapes[i].known())
-        << attrs.where() << ": could not infer the shape of output " << i << " (got "
-        << out_shapes[i] << ")";
-    WEFT_CHECK_AS(ShapeError, out_types[i] != DType::kUnknown)
-        << attrs.where() << ": could not infer the dtype of output " << i;
-  }
+  infer_call(attrs, in_shapes, in_types, out_shapes, out_types);
 }
 
 std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
@@ -220,20 +191,9 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   const std::vector<DType>& in_types = *in_types_p;
   const std::vector<DType>& out_types = *out_types_p;
 
-  // Kernel.
-  const FCompute* compute = op.compute(device.type);
-  const FAsyncCompute* async = compute == nullptr ? op.async_compute(device.type) : nullptr;
-  const FStatefulCompute* stateful = nullptr;
-  std::shared_ptr<OpState> state;
-  if (compute == nullptr && async == nullptr) {
-    stateful = op.stateful_compute(device.type);
-    WEFT_CHECK_AS(NotImplemented, stateful != nullptr)
-        << attrs.where() << " has no kernel for " << device_type_name(device.type);
-    const auto& create = op.attr<FCreateOpState>();
-    WEFT_CHECK_AS(InternalError, static_cast<bool>(create))
-        << attrs.where() << ": stateful op without FCreateOpState";
-    state = create(attrs, device, in_shapes, in_types);
-  }
+  // Kernel, resources, state (Note [One call path] in ops/op_call.cc).
+  OpCall call = OpCall::make(attrs, device, in_shapes, in_types, out_shapes);
+  const FCompute* compute = call.kernel.compute;
 
   // Outputs.
   std::vector<NDArray> outputs;
@@ -264,21 +224,13 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   DataPtr workspace;
   size_t workspace_bytes = 0;
   RandomResource* random = nullptr;
-  if (const auto& f = op.resource_request(device.type)) {
-#if WEFT_USE_ONEDNN
-    // The workspace is sized for the most threads the kernel may get, also when this push
-    // happens inside another kernel (Note [Primitive thread count] in ops/cpu/dnnl_util.cc).
-    dnnl_util::WidestPlans widest;
-#endif
-    for (const auto& r : f(attrs, in_shapes, out_shapes)) {
-      if (r.kind == ResourceRequest::Kind::kWorkspace) {
-        workspace = rt.allocator(device).allocate(std::max<size_t>(r.bytes, 1));
-        workspace_bytes = r.bytes;
-      } else {
-        random = &rt.random(device);
-        writes.push_back(random->var);
-      }
-    }
+  if (call.resources.workspace) {
+    workspace_bytes = call.resources.workspace_bytes;
+    workspace = rt.allocator(device).allocate(std::max<size_t>(workspace_bytes, 1));
+  }
+  if (call.resources.random) {
+    random = &rt.random(device);
+    writes.push_back(random->var);
   }
   SmallVector<VarHandle, 4> reads;
   for (int i = 0; i < nin; ++i) reads.push_back(inputs[i].var());
@@ -338,8 +290,7 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
     // One pointer captured, so the function stays within SyncFn's inline storage (a lambda
     // capturing each local by reference would not, and would be allocated).
     struct Call {
-      const OpAttrs& attrs;
-      const FCompute* compute;
+      const OpCall& call;
       RandomResource* random;
       bool is_train;
       Engine& engine;
@@ -348,22 +299,21 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
       std::span<const VarHandle> in_vars;
       const uint64_t* ids;
       uint64_t* versions;
-    } call{attrs,
-           compute,
-           random,
-           is_train,
-           engine,
-           {in_views, static_cast<size_t>(nin)},
-           {out_views, static_cast<size_t>(nout)},
-           {req.data(), req.size()},
-           read_span,
-           ids,
-           versions};
-    SyncFn now([c = &call](const RunContext& rc) {
+    } inline_call{call,
+                  random,
+                  is_train,
+                  engine,
+                  {in_views, static_cast<size_t>(nin)},
+                  {out_views, static_cast<size_t>(nout)},
+                  {req.data(), req.size()},
+                  read_span,
+                  ids,
+                  versions};
+    SyncFn now([c = &inline_call](const RunContext& rc) {
       OpContext ctx;
       ctx.random = c->random ? &c->random->state : nullptr;
-      run_kernel(c->attrs, c->compute, nullptr, nullptr, nullptr, rc, ctx, c->is_train, c->engine,
-                 c->in, c->out, c->req, c->in_vars, c->ids, c->versions, nullptr);
+      run_kernel(c->call, rc, ctx, c->is_train, c->engine, c->in, c->out, c->req, c->in_vars,
+                 c->ids, c->versions, nullptr);
     });
     if (engine.run_if_ready(now, device, read_span, write_span, op.name())) {
       detail::maybe_record(attrs_ptr, inputs, outputs);
@@ -373,10 +323,8 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
 
   auto pk = std::make_unique<PendingKernel>();
   pk->attrs = attrs_ptr;
-  pk->compute = compute;
-  pk->async = async;
-  pk->stateful = stateful;
-  pk->state = std::move(state);
+  const bool async = call.kernel.async != nullptr;
+  pk->call = std::move(call);
   pk->req = req;
   pk->workspace = std::move(workspace);
   pk->workspace_bytes = workspace_bytes;
@@ -408,7 +356,7 @@ std::vector<NDArray> invoke_all(const std::shared_ptr<const OpAttrs>& attrs_ptr,
   pk->is_train = is_train;
   // The operation owns the kernel state; it is freed with the operation, also when the engine
   // skips it because an input carries an error.
-  if (async != nullptr) {
+  if (async) {
     engine.push_async(
         [pk = std::move(pk)](const RunContext& rc, CallbackOnComplete done) { pk->run(rc, &done); },
         device, read_span, write_span, FnProperty::kNormal, 0, op.name());

@@ -14,7 +14,7 @@
 
 #include "devices/device_api.h"
 #include "engine/cpu_budget.h"
-#include "ops/cpu/dnnl_util.h"
+#include "ops/kernel_threads.h"
 
 namespace weft {
 
@@ -203,11 +203,9 @@ Runtime::Runtime(const RuntimeConfig& config)
       engine_(Engine::create(config.engine)),
       generation_(g_generation.fetch_add(1)) {
   cpu_pool_ = allocator_slow(Device::cpu()).get();
-#if WEFT_USE_ONEDNN
   // oneDNN primitives are made for the most threads a kernel can get (Note [Primitive thread
   // count] in ops/cpu/dnnl_util.cc).
-  dnnl_util::set_max_kernel_threads(std::max(budget_, config_.intra_op_threads));
-#endif
+  set_max_kernel_threads(std::max(budget_, config_.intra_op_threads));
   // The exit fallback for programs whose main thread never uses weft (Note [Runtime teardown]).
   if (!g_atexit_registered.exchange(true)) std::atexit([] { drain_at_exit(); });
 }
@@ -285,16 +283,12 @@ int Runtime::kernel_started() {
     // Note [Thread budget]: the cores other processes leave free, shared among running kernels.
     threads = std::max(1, std::min(cap, uncontended_cores(budget_) / running));
   }
-#if WEFT_USE_ONEDNN
-  dnnl_util::begin_kernel(threads);
-#endif
+  begin_kernel_threads(threads);
   return threads;
 }
 
 void Runtime::kernel_finished() {
-#if WEFT_USE_ONEDNN
-  dnnl_util::end_kernel();
-#endif
+  end_kernel_threads();
   running_kernels_.fetch_sub(1, std::memory_order_relaxed);
 }
 

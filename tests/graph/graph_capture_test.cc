@@ -119,8 +119,8 @@ struct Diamond {
       NodeRun r;
       r.nid = nid;
       r.name = n.name;
-      r.attrs = n.op_attrs.get();
-      r.compute = &kernels.at(n.name);
+      r.call.attrs = n.op_attrs.get();
+      r.call.kernel.compute = &kernels.at(n.name);
       r.temp_allocator = &pool;
       r.device = Device::cuda(0);
       runs.push_back(std::move(r));
