@@ -8,7 +8,7 @@ namespace detail {
 void register_builtin_ops(OpRegistry& r);
 
 // The device-neutral definitions (ops/defs/): names, params, inference, gradients. The kernels
-// come after them: ops/cpu/register.h, then (CUDA builds) register_cuda_kernels below.
+// come after them: ops/cpu/register.h, then (CUDA builds) ops/cuda/register.h.
 
 // ops/defs/elemwise*.cc: arithmetic, unary, scalar, compare
 void register_elemwise_ops(OpRegistry& r);
@@ -17,7 +17,7 @@ void register_reduce_ops(OpRegistry& r);
 // ops/defs/shape_ops.cc: Reshape, Concat, slice, ...
 void register_shape_ops(OpRegistry& r);
 // ops/defs/nn_conv.cc: Convolution, Pooling, FC, dot, ...
-void register_nn_dnnl_ops(OpRegistry& r);
+void register_conv_dense_ops(OpRegistry& r);
 // ops/defs/nn_norm.cc: BatchNorm, softmax, Dropout, ...
 void register_nn_norm_ops(OpRegistry& r);
 // ops/defs/rnn.cc: the fused RNN
@@ -33,8 +33,6 @@ void register_pick_ops(OpRegistry& r);
 void register_image_ops(OpRegistry& r);
 // ops/defs/image_resize.cc: _image_resize
 void register_image_resize_op(OpRegistry& r);
-// ops/cuda/register.cc: a CUDA kernel for each op defined above (CUDA builds only)
-void register_cuda_kernels(OpRegistry& r);
 
 }  // namespace detail
 }  // namespace weft

@@ -46,15 +46,15 @@ Op& Op::set_output_names(std::vector<std::string> names) {
 }
 
 const FCompute* Op::compute(DeviceType device) const {
-  const KernelImpl* k = first_kernel(device);
+  const KernelSlot* k = kernel_slot(device);
   return k && k->compute ? &k->compute : nullptr;
 }
 const FStatefulCompute* Op::stateful_compute(DeviceType device) const {
-  const KernelImpl* k = first_kernel(device);
+  const KernelSlot* k = kernel_slot(device);
   return k && k->stateful ? &k->stateful : nullptr;
 }
 const FAsyncCompute* Op::async_compute(DeviceType device) const {
-  const KernelImpl* k = first_kernel(device);
+  const KernelSlot* k = kernel_slot(device);
   return k && k->async ? &k->async : nullptr;
 }
 
@@ -70,15 +70,6 @@ const FResourceRequest& Op::resource_request(DeviceType device) const {
   return attr<FResourceRequest>();
 }
 
-std::vector<std::string> Op::kernel_names(DeviceType device) const {
-  std::vector<std::string> names;
-  int s = device_slot(device);
-  if (s >= 0) {
-    for (const KernelImpl& k : slots_[s]) names.push_back(k.name);
-  }
-  return names;
-}
-
 int Op::checked_slot(DeviceType d) const {
   int s = device_slot(d);
   WEFT_CHECK_AS(ValueError, s >= 0)
@@ -86,14 +77,20 @@ int Op::checked_slot(DeviceType d) const {
   return s;
 }
 
-void Op::add_kernel(KernelSlot& slot, KernelImpl entry) {
-  for (KernelImpl& k : slot) {
-    if (k.name == entry.name) {
-      k = std::move(entry);  // the same implementation registered again: replace it
-      return;
-    }
-  }
-  slot.push_back(std::move(entry));
+void Op::check_slot_empty(const KernelSlot& slot, DeviceType d) const {
+  WEFT_CHECK_AS(Error, slot.empty())
+      << "op '" << name_ << "': a second kernel for device type " << static_cast<int>(d)
+      << " (one kernel per device: Note [Kernel slots] in ops/op.h)";
+}
+
+OpKernels& OpKernels::replace_compute(DeviceType device, FCompute value) {
+  op_->check_mutable();
+  Op::KernelSlot& slot = op_->slots_[op_->checked_slot(device)];
+  WEFT_CHECK_AS(Error, static_cast<bool>(slot.compute))
+      << "op '" << op_->name() << "': no FCompute kernel for device type "
+      << static_cast<int>(device) << " to replace";
+  slot.compute = std::move(value);
+  return *this;
 }
 
 Op& Op::set_param_schema(std::vector<ParamInfo> info, ParamParser parser,
@@ -218,7 +215,7 @@ void OpRegistry::check_mutable() const {
       << "the operator registry is frozen; register ops before first use";
 }
 
-Op& OpRegistry::register_op(const std::string& name) {
+Op& OpRegistry::get_or_create(const std::string& name) {
   check_mutable();
   auto& slot = ops_[name];
   if (!slot) {
@@ -228,12 +225,42 @@ Op& OpRegistry::register_op(const std::string& name) {
   return *slot;
 }
 
+Op& OpRegistry::define_op(const std::string& name) {
+  check_mutable();
+  auto [it, added] = defined_by_.emplace(name, registrar_);
+  WEFT_CHECK_AS(Error, added) << "op '" << name << "' is defined twice: by " << it->second
+                              << " and by " << registrar_;
+  return get_or_create(name);
+}
+
+OpKernels OpRegistry::kernels(const std::string& name) {
+  check_mutable();
+  kernels_by_.emplace(name, registrar_);  // keeps the first, for freeze()'s message
+  return OpKernels(&get_or_create(name));
+}
+
 void OpRegistry::add_alias(const std::string& alias, const std::string& name) {
   check_mutable();
   aliases_[alias] = name;
 }
 
 void OpRegistry::freeze() {
+  // Note [Definitions and kernels]: every op is defined and runs somewhere. All the faults are
+  // listed at once, sorted, so one build shows every misspelt name.
+  std::vector<std::string> faults;
+  for (const auto& [name, op] : ops_) {
+    if (defined_by_.count(name) == 0) {
+      faults.push_back("op '" + name + "' has kernels (from " + kernels_by_.at(name) +
+                       ") but no definition (define_op in ops/defs/)");
+    } else if (!op->has_any_kernel()) {
+      faults.push_back("op '" + name + "' (defined by " + defined_by_.at(name) +
+                       ") has no kernel on any device");
+    }
+  }
+  std::sort(faults.begin(), faults.end());
+  std::string message;
+  for (const std::string& f : faults) message += "\n  " + f;
+  WEFT_CHECK_AS(Error, faults.empty()) << "the built-in operator table is incomplete:" << message;
   for (auto& [name, op] : ops_) lookup_[name] = op.get();
   for (auto& [alias, name] : aliases_) {
     auto it = ops_.find(name);

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <typeindex>
 #include <unordered_map>
 #include <utility>
@@ -306,28 +307,25 @@ class Op {
   using ParamParser = std::function<std::shared_ptr<const void>(
       const AttrMap& dict, const std::string& op, const std::string& node)>;
   Op& set_param_schema(std::vector<ParamInfo> info, ParamParser parser, std::type_index param_type);
-  /// Adds a kernel (FCompute, FStatefulCompute or FAsyncCompute) for one device type under an
-  /// implementation name (Note [Kernel slots]). The first kernel of a device type is the one that
-  /// runs; a second with the same name replaces it, one with another name queues behind it (an
-  /// ordered list per device, the reference implementation last). Pinned host memory
-  /// (cuda_host) runs the CPU kernels. Throws ValueError for a device type with no slot.
+  /// Sets the kernel (FCompute, FStatefulCompute or FAsyncCompute) for one device type
+  /// (Note [Kernel slots]). Pinned host memory (cuda_host) runs the CPU kernel. Throws
+  /// ValueError for a device type with no slot, and Error when the device type already has a
+  /// kernel.
   template <typename A>
-  Op& set_attr(DeviceType device, A value, const char* impl = "default") {
+  Op& set_attr(DeviceType device, A value) {
     static_assert(std::is_same_v<A, FCompute> || std::is_same_v<A, FStatefulCompute> ||
                       std::is_same_v<A, FAsyncCompute>,
                   "per-device attributes are FCompute, FStatefulCompute and FAsyncCompute");
     check_mutable();
     KernelSlot& slot = slots_[checked_slot(device)];
-    KernelImpl entry;
-    entry.name = impl;
+    check_slot_empty(slot, device);
     if constexpr (std::is_same_v<A, FCompute>) {
-      entry.compute = std::move(value);
+      slot.compute = std::move(value);
     } else if constexpr (std::is_same_v<A, FAsyncCompute>) {
-      entry.async = std::move(value);
+      slot.async = std::move(value);
     } else {
-      entry.stateful = std::move(value);
+      slot.stateful = std::move(value);
     }
-    add_kernel(slot, std::move(entry));
     return *this;
   }
 
@@ -352,8 +350,6 @@ class Op {
   /// The resource request that holds on `device`: the device's own (set_resource_request), else
   /// the op-wide FResourceRequest; an empty function when the op asks for nothing there.
   const FResourceRequest& resource_request(DeviceType device) const;
-  /// The implementation names registered for a device type, the one that runs first.
-  std::vector<std::string> kernel_names(DeviceType device) const;
 
   int num_inputs(const OpAttrs& attrs) const;
   int num_outputs(const OpAttrs& attrs) const;
@@ -377,19 +373,24 @@ class Op {
 
  private:
   friend class OpRegistry;
+  friend class OpKernels;
   using Attrs =
       std::tuple<FNumInputs, FNumOutputs, FNumVisibleOutputs, FListInputNames, FListOutputNames,
                  FInferShape, FInferType, FInplaceOption, FInplaceIdentity, FMutateInputs,
                  FResourceRequest, FCreateOpState, FGradient, FInferLayout, FLayoutResourceRequest>;
-  // Note [Kernel slots]: one slot per device type that runs kernels, keyed by the type itself
-  // (not by bits of its code: DLPack's ROCm code 10 must not land in the CUDA slot).
-  struct KernelImpl {
-    std::string name;
+  // Note [Kernel slots]
+  // One slot per device type that runs kernels, keyed by the type itself (not by bits of its
+  // code: DLPack's ROCm code 10 must not land in the CUDA slot). A slot holds one kernel, of one
+  // of the three kinds, and refuses a second: the choice between oneDNN and weft's reference
+  // loops is made inside the CPU kernel (oneDNN when the build has it and it has a primitive for
+  // the application's shapes, dtypes and params, the reference loop otherwise), where what
+  // decides it is known, so a second kernel for a device could only be a registration mistake.
+  struct KernelSlot {
     FCompute compute;
     FStatefulCompute stateful;
     FAsyncCompute async;
+    bool empty() const { return !compute && !stateful && !async; }
   };
-  using KernelSlot = std::vector<KernelImpl>;
   static constexpr int kDeviceSlots = 2;
   /// The slot of a device type, or -1 when it has none.
   static int device_slot(DeviceType d) {
@@ -403,10 +404,16 @@ class Op {
     return -1;
   }
   int checked_slot(DeviceType d) const;
-  static void add_kernel(KernelSlot& slot, KernelImpl entry);
-  const KernelImpl* first_kernel(DeviceType d) const {
+  void check_slot_empty(const KernelSlot& slot, DeviceType d) const;
+  const KernelSlot* kernel_slot(DeviceType d) const {
     int s = device_slot(d);
-    return s < 0 || slots_[s].empty() ? nullptr : &slots_[s].front();
+    return s < 0 ? nullptr : &slots_[s];
+  }
+  bool has_any_kernel() const {
+    for (const KernelSlot& s : slots_) {
+      if (!s.empty()) return true;
+    }
+    return false;
   }
   void check_mutable() const;
 
@@ -424,6 +431,46 @@ class Op {
   std::vector<std::string> fixed_input_names_;
   std::vector<std::string> fixed_output_names_;
   const bool* frozen_ = nullptr;
+};
+
+/// The kernel side of a built-in op (OpRegistry::kernels): all that a device folder (ops/cpu/,
+/// ops/cuda/) may add to an op that ops/defs/ defines, namely kernels, per-device resource
+/// requests and the layout hooks of kernels that read or write non-plain layouts. Valid while the
+/// registry is being filled; call from the registering thread.
+class OpKernels {
+ public:
+  /// Sets the op's kernel for one device type (Op::set_attr(DeviceType, A)).
+  template <typename A>
+  OpKernels& set_attr(DeviceType device, A value) {
+    op_->set_attr(device, std::move(value));
+    return *this;
+  }
+  /// Sets a layout hook: FInferLayout or FLayoutResourceRequest (the kernel decides the layouts
+  /// it takes, so the hook lives with the kernel).
+  template <typename A>
+  OpKernels& set_attr(A value) {
+    static_assert(std::is_same_v<A, FInferLayout> || std::is_same_v<A, FLayoutResourceRequest>,
+                  "a kernel file sets kernels, resource requests and layout hooks only; the rest "
+                  "of an op is its definition's (ops/defs/)");
+    op_->set_attr<A>(std::move(value));
+    return *this;
+  }
+  /// The FCompute kernel set so far for a device type, or null.
+  const FCompute* compute(DeviceType device) const { return op_->compute(device); }
+  /// Replaces the FCompute kernel set before for a device type by one that wraps it (the oneDNN
+  /// layout kernels of add and mul call the plain loops for plain calls). Throws Error when the
+  /// device type has no FCompute kernel yet.
+  OpKernels& replace_compute(DeviceType device, FCompute value);
+  /// The resource request of one device type's kernel (Op::set_resource_request).
+  OpKernels& set_resource_request(DeviceType device, FResourceRequest request) {
+    op_->set_resource_request(device, std::move(request));
+    return *this;
+  }
+
+ private:
+  friend class OpRegistry;
+  explicit OpKernels(Op* op) : op_(op) {}
+  Op* op_;
 };
 
 /// The process-wide operator table. The built-in ops are registered on first use, after which
@@ -451,16 +498,36 @@ class OpRegistry {
   bool frozen() const { return frozen_; }
 
   // ---- registration (only inside the built-in registration functions) ----
-  /// Returns the op called `name`, creating it; a second registration block merges into it.
-  Op& register_op(const std::string& name);
+  // Note [Definitions and kernels]
+  // An op is defined once, in ops/defs/ (define_op: name, params, arity, inference, gradient),
+  // and gets its kernels from the device folders (kernels(name): kernels, per-device resource
+  // requests, layout hooks). The two are separate calls so that a misspelt name in a kernel file
+  // cannot quietly create an op without a definition: freeze() refuses a kernel whose op no
+  // definition made, and a definition that no device gave a kernel, naming the op and the
+  // registration function (set_registrar) that made each side.
+
+  /// Defines the op called `name` and returns it for its setters. Throws Error when the op is
+  /// already defined.
+  Op& define_op(const std::string& name);
+  /// The kernel side of the op called `name`, which a definition must make before freeze (the
+  /// order of the calls does not matter).
+  OpKernels kernels(const std::string& name);
   /// Makes `alias` resolve to the op `name` (which may be registered later).
   void add_alias(const std::string& alias, const std::string& name);
+  /// Names the registration function now running ("ops/defs register_elemwise_ops"), for
+  /// freeze()'s messages; `where` must outlive the registration.
+  void set_registrar(const char* where) { registrar_ = where; }
 
  private:
   OpRegistry() = default;
   void freeze();
   void check_mutable() const;
+  Op& get_or_create(const std::string& name);
   std::unordered_map<std::string, std::unique_ptr<Op>> ops_;
+  // Who defined each op, and who first gave it a kernel (Note [Definitions and kernels]).
+  std::unordered_map<std::string, const char*> defined_by_;
+  std::unordered_map<std::string, const char*> kernels_by_;
+  const char* registrar_ = "?";
   std::unordered_map<std::string, std::string> aliases_;
   std::unordered_map<std::string, const Op*> lookup_;  // names and aliases, built at freeze
   bool frozen_ = false;

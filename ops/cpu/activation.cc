@@ -341,13 +341,13 @@ void leaky_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 }  // namespace
 
 void register_activation_kernels(OpRegistry& r) {
-  r.register_op("Activation").set_attr<FCompute>(DeviceType::kCPU, act_forward);
+  r.kernels("Activation").set_attr<FCompute>(DeviceType::kCPU, act_forward);
 #if WEFT_USE_ONEDNN
-  r.register_op("Activation").set_attr<FInferLayout>(act_infer_layout);
+  r.kernels("Activation").set_attr<FInferLayout>(act_infer_layout);
 #endif
-  r.register_op("_backward_Activation").set_attr<FCompute>(DeviceType::kCPU, act_backward);
-  r.register_op("LeakyReLU").set_attr<FCompute>(DeviceType::kCPU, leaky_forward);
-  r.register_op("_backward_LeakyReLU").set_attr<FCompute>(DeviceType::kCPU, leaky_backward);
+  r.kernels("_backward_Activation").set_attr<FCompute>(DeviceType::kCPU, act_backward);
+  r.kernels("LeakyReLU").set_attr<FCompute>(DeviceType::kCPU, leaky_forward);
+  r.kernels("_backward_LeakyReLU").set_attr<FCompute>(DeviceType::kCPU, leaky_backward);
 }
 
 }  // namespace weft::cpu

@@ -300,11 +300,11 @@ void bn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
 }  // namespace
 
 void register_batch_norm_kernels(OpRegistry& r) {
-  r.register_op("BatchNorm").set_attr<FCompute>(DeviceType::kCPU, bn_forward);
+  r.kernels("BatchNorm").set_attr<FCompute>(DeviceType::kCPU, bn_forward);
 #if WEFT_USE_ONEDNN
-  r.register_op("BatchNorm").set_attr<FInferLayout>(bn_infer_layout);
+  r.kernels("BatchNorm").set_attr<FInferLayout>(bn_infer_layout);
 #endif
-  r.register_op("_backward_BatchNorm").set_attr<FCompute>(DeviceType::kCPU, bn_backward);
+  r.kernels("_backward_BatchNorm").set_attr<FCompute>(DeviceType::kCPU, bn_backward);
 }
 
 }  // namespace weft::cpu

@@ -426,7 +426,7 @@ void conv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
 void register_convolution_kernels(OpRegistry& r) {
   // The workspace requests size the CPU kernels' scratch (im2col columns, oneDNN reorders and
   // scratchpads), so they are set here with the kernels.
-  r.register_op("Convolution")
+  r.kernels("Convolution")
       .set_resource_request(DeviceType::kCPU, conv_resources)
       .set_attr<FCompute>(DeviceType::kCPU, conv_forward)
 #if WEFT_USE_ONEDNN
@@ -434,7 +434,7 @@ void register_convolution_kernels(OpRegistry& r) {
       .set_attr<FLayoutResourceRequest>(conv_layout_resources)
 #endif
       ;
-  r.register_op("_backward_Convolution")
+  r.kernels("_backward_Convolution")
       .set_resource_request(DeviceType::kCPU, conv_backward_resources)
       .set_attr<FCompute>(DeviceType::kCPU, conv_backward);
 }

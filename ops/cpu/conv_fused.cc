@@ -360,7 +360,7 @@ std::vector<ResourceRequest> fused_layout_resources(const OpAttrs& attrs, const 
 
 void register_fused_conv_kernels(OpRegistry& r) {
   // The workspace request sizes the CPU kernel's scratch (Note [Sum post-op and plain outputs]).
-  r.register_op("_fused_conv_bn_act")
+  r.kernels("_fused_conv_bn_act")
       .set_resource_request(DeviceType::kCPU, fused_resources)
       .set_attr<FStatefulCompute>(DeviceType::kCPU, fused_forward)
 #if WEFT_USE_ONEDNN

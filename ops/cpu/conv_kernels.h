@@ -22,7 +22,8 @@
 
 namespace weft::detail {
 
-// ---- kernel registration (one per file; called by cpu::register_nn_dnnl_kernels) ----------------
+// ---- kernel registration (one per file; called by cpu::register_conv_dense_kernels)
+// ----------------
 void register_convolution_kernels(OpRegistry& r);      // ops/cpu/conv.cc
 void register_fused_conv_kernels(OpRegistry& r);       // ops/cpu/conv_fused.cc
 void register_deconvolution_kernels(OpRegistry& r);    // ops/cpu/deconv.cc

@@ -169,8 +169,8 @@ void ctc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }  // namespace
 
 void register_ctc_loss_kernels(OpRegistry& r) {
-  r.register_op("_contrib_CTCLoss").set_attr<FCompute>(DeviceType::kCPU, ctc_forward);
-  r.register_op("_backward_CTCLoss").set_attr<FCompute>(DeviceType::kCPU, ctc_backward);
+  r.kernels("_contrib_CTCLoss").set_attr<FCompute>(DeviceType::kCPU, ctc_forward);
+  r.kernels("_backward_CTCLoss").set_attr<FCompute>(DeviceType::kCPU, ctc_backward);
 }
 
 }  // namespace weft::cpu

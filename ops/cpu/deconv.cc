@@ -116,10 +116,10 @@ void deconv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
 
 void register_deconvolution_kernels(OpRegistry& r) {
   // The workspace requests size the CPU kernels' scratch (im2col columns, oneDNN scratchpads).
-  r.register_op("Deconvolution")
+  r.kernels("Deconvolution")
       .set_resource_request(DeviceType::kCPU, deconv_resources)
       .set_attr<FCompute>(DeviceType::kCPU, deconv_forward);
-  r.register_op("_backward_Deconvolution")
+  r.kernels("_backward_Deconvolution")
       .set_resource_request(DeviceType::kCPU, deconv_backward_resources)
       .set_attr<FCompute>(DeviceType::kCPU, deconv_backward);
 }

@@ -141,10 +141,10 @@ void batch_dot_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
 }  // namespace
 
 void register_dot_kernels(OpRegistry& r) {
-  r.register_op("dot").set_attr<FCompute>(DeviceType::kCPU, dot_forward);
-  r.register_op("_backward_dot").set_attr<FCompute>(DeviceType::kCPU, dot_backward);
-  r.register_op("batch_dot").set_attr<FCompute>(DeviceType::kCPU, batch_dot_forward);
-  r.register_op("_backward_batch_dot").set_attr<FCompute>(DeviceType::kCPU, batch_dot_backward);
+  r.kernels("dot").set_attr<FCompute>(DeviceType::kCPU, dot_forward);
+  r.kernels("_backward_dot").set_attr<FCompute>(DeviceType::kCPU, dot_backward);
+  r.kernels("batch_dot").set_attr<FCompute>(DeviceType::kCPU, batch_dot_forward);
+  r.kernels("_backward_batch_dot").set_attr<FCompute>(DeviceType::kCPU, batch_dot_backward);
 }
 
 }  // namespace weft::detail

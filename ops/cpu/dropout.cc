@@ -115,9 +115,9 @@ void dropout_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<cons
 }  // namespace
 
 void register_dropout_kernels(OpRegistry& r) {
-  r.register_op("Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_forward);
-  r.register_op("_backward_Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_backward);
-  r.register_op("_random_seed_next")
+  r.kernels("Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_forward);
+  r.kernels("_backward_Dropout").set_attr<FCompute>(DeviceType::kCPU, dropout_backward);
+  r.kernels("_random_seed_next")
       .set_attr<FCompute>(
           DeviceType::kCPU, [](const OpAttrs&, const OpContext&, std::span<const TensorView> in,
                                std::span<const OpReq> req, std::span<const TensorView> out) {

@@ -233,20 +233,19 @@ void register_elemwise_kernels(OpRegistry& r) {
   register_elemwise_scalar_kernels(r);
   register_layout_kernels(r);  // after the binary ops: it extends elemwise_add and two broadcasts
 
-  r.register_op("add_n").set_attr<FCompute>(DeviceType::kCPU, add_n_compute);
-  r.register_op("_copy").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
-  r.register_op("zeros_like").set_attr<FCompute>(DeviceType::kCPU, constant_like_compute<0>);
-  r.register_op("ones_like").set_attr<FCompute>(DeviceType::kCPU, constant_like_compute<1>);
-  r.register_op("BlockGrad").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
-  r.register_op("MakeLoss").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
-  r.register_op("_backward_MakeLoss")
-      .set_attr<FCompute>(DeviceType::kCPU, make_loss_backward_compute);
-  r.register_op("clip").set_attr<FCompute>(DeviceType::kCPU, clip_compute);
-  r.register_op("_backward_clip").set_attr<FCompute>(DeviceType::kCPU, clip_backward_compute);
-  r.register_op("where").set_attr<FCompute>(DeviceType::kCPU, where_compute);
-  r.register_op("_backward_where").set_attr<FCompute>(DeviceType::kCPU, where_backward_compute);
-  r.register_op("Cast").set_attr<FCompute>(DeviceType::kCPU, cast_compute);
-  r.register_op("_backward_Cast").set_attr<FCompute>(DeviceType::kCPU, cast_backward_compute);
+  r.kernels("add_n").set_attr<FCompute>(DeviceType::kCPU, add_n_compute);
+  r.kernels("_copy").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
+  r.kernels("zeros_like").set_attr<FCompute>(DeviceType::kCPU, constant_like_compute<0>);
+  r.kernels("ones_like").set_attr<FCompute>(DeviceType::kCPU, constant_like_compute<1>);
+  r.kernels("BlockGrad").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
+  r.kernels("MakeLoss").set_attr<FCompute>(DeviceType::kCPU, copy_compute);
+  r.kernels("_backward_MakeLoss").set_attr<FCompute>(DeviceType::kCPU, make_loss_backward_compute);
+  r.kernels("clip").set_attr<FCompute>(DeviceType::kCPU, clip_compute);
+  r.kernels("_backward_clip").set_attr<FCompute>(DeviceType::kCPU, clip_backward_compute);
+  r.kernels("where").set_attr<FCompute>(DeviceType::kCPU, where_compute);
+  r.kernels("_backward_where").set_attr<FCompute>(DeviceType::kCPU, where_backward_compute);
+  r.kernels("Cast").set_attr<FCompute>(DeviceType::kCPU, cast_compute);
+  r.kernels("_backward_Cast").set_attr<FCompute>(DeviceType::kCPU, cast_backward_compute);
 }
 
 }  // namespace weft::cpu

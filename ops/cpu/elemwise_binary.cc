@@ -8,162 +8,7 @@
 namespace weft::detail {
 namespace {
 
-// ---- forward functors -------------------------------------------------------------------------
-
-struct AddF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a + b);
-  }
-};
-struct SubF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a - b);
-  }
-};
-struct MulF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a * b);
-  }
-};
-struct DivF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return safe_div(a, b);
-  }
-};
-struct PowF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return any_pow(a, b);
-  }
-};
-struct MaxF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a > b ? a : b;
-  }
-};
-struct MinF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return a < b ? a : b;
-  }
-};
-struct EqF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a == b);
-  }
-};
-struct NeF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a != b);
-  }
-};
-struct GtF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a > b);
-  }
-};
-struct GeF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a >= b);
-  }
-};
-struct LtF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a < b);
-  }
-};
-struct LeF {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(a <= b);
-  }
-};
-
-// ---- backward functors: lhs/rhs gradient from (head gradient, lhs, rhs) ------------------------
-
-struct AddG {
-  template <typename T>
-  static T lhs(T g, T, T) {
-    return g;
-  }
-  template <typename T>
-  static T rhs(T g, T, T) {
-    return g;
-  }
-};
-struct SubG {
-  template <typename T>
-  static T lhs(T g, T, T) {
-    return g;
-  }
-  template <typename T>
-  static T rhs(T g, T, T) {
-    return static_cast<T>(T(0) - g);
-  }
-};
-struct MulG {
-  template <typename T>
-  static T lhs(T g, T, T b) {
-    return static_cast<T>(g * b);
-  }
-  template <typename T>
-  static T rhs(T g, T a, T) {
-    return static_cast<T>(g * a);
-  }
-};
-struct DivG {
-  template <typename T>
-  static T lhs(T g, T, T b) {
-    return safe_div(g, b);
-  }
-  template <typename T>
-  static T rhs(T g, T a, T b) {
-    return safe_div(static_cast<T>(T(0) - g * a), static_cast<T>(b * b));
-  }
-};
-struct PowG {
-  // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log(a). Integers go through double.
-  template <typename T>
-  static T lhs(T g, T a, T b) {
-    using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-    return static_cast<T>(C(g) * C(b) * std::pow(C(a), C(b) - C(1)));
-  }
-  template <typename T>
-  static T rhs(T g, T a, T b) {
-    using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-    return static_cast<T>(C(g) * std::pow(C(a), C(b)) * std::log(C(a)));
-  }
-};
-struct MaxG {  // ties go to lhs, as MXNet's ge/lt pair
-  template <typename T>
-  static T lhs(T g, T a, T b) {
-    return a >= b ? g : T(0);
-  }
-  template <typename T>
-  static T rhs(T g, T a, T b) {
-    return a < b ? g : T(0);
-  }
-};
-struct MinG {
-  template <typename T>
-  static T lhs(T g, T a, T b) {
-    return a <= b ? g : T(0);
-  }
-  template <typename T>
-  static T rhs(T g, T a, T b) {
-    return a > b ? g : T(0);
-  }
-};
+// The functors (AddF, AddG, ...) are in ops/defs/elemwise_math.h, shared with the CUDA kernels.
 
 // ---- kernels ----------------------------------------------------------------------------------
 
@@ -309,7 +154,7 @@ void add_sub_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 // Adds the kernel of a forward binary op.
 template <typename F>
 void reg_binary_kernel(OpRegistry& r, const std::string& name, bool broadcast) {
-  Op& op = r.register_op(name);
+  OpKernels op = r.kernels(name);
   if (broadcast) {
     op.set_attr<FCompute>(DeviceType::kCPU, broadcast_compute<F>);
   } else {
@@ -319,7 +164,7 @@ void reg_binary_kernel(OpRegistry& r, const std::string& name, bool broadcast) {
 
 template <typename G>
 void reg_binary_backward_kernel(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, binary_backward_compute<G>);
+  r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, binary_backward_compute<G>);
 }
 
 template <typename F, typename G>
@@ -346,10 +191,8 @@ void register_elemwise_binary_kernels(OpRegistry& r) {
   reg_arith_kernels<MaxF, MaxG>(r, "maximum", "_maximum");
   reg_arith_kernels<MinF, MinG>(r, "minimum", "_minimum");
 
-  r.register_op("_backward_add")
-      .set_attr<FCompute>(DeviceType::kCPU, add_sub_backward_compute<false>);
-  r.register_op("_backward_sub")
-      .set_attr<FCompute>(DeviceType::kCPU, add_sub_backward_compute<true>);
+  r.kernels("_backward_add").set_attr<FCompute>(DeviceType::kCPU, add_sub_backward_compute<false>);
+  r.kernels("_backward_sub").set_attr<FCompute>(DeviceType::kCPU, add_sub_backward_compute<true>);
   reg_binary_backward_kernel<MulG>(r, "_backward_mul");
   reg_binary_backward_kernel<DivG>(r, "_backward_div");
   reg_binary_backward_kernel<PowG>(r, "_backward_power");

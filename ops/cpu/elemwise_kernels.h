@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "ops/defs/elemwise.h"
+#include "ops/defs/elemwise_math.h"
 #include "ops/infer_util.h"
 #include "ops/op.h"
 
@@ -116,30 +117,6 @@ inline void for_each_row(const BroadcastPlan& p, int64_t row_begin, int64_t row_
       roff -= p.rstride[d] * p.shape[d];
       idx[d] = 0;
     }
-  }
-}
-
-/// Safe integer division (0 for a zero divisor, no trap on INT_MIN / -1); plain for floats.
-template <typename T>
-inline T safe_div(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    if (b == 0) return T(0);
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return static_cast<T>(T(0) - a);
-    }
-    return static_cast<T>(a / b);
-  } else {
-    return a / b;
-  }
-}
-
-/// pow for any arithmetic type (integers via double).
-template <typename T>
-inline T any_pow(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-  } else {
-    return std::pow(a, b);
   }
 }
 

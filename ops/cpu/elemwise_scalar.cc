@@ -8,142 +8,8 @@
 namespace weft::detail {
 namespace {
 
-// f(x, s) for "x op s"; the reversed ops swap the operands.
-struct PlusS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x + s);
-  }
-};
-struct MinusS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x - s);
-  }
-};
-struct RMinusS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(s - x);
-  }
-};
-struct MulS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x * s);
-  }
-};
-struct DivS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return safe_div(x, s);
-  }
-};
-struct RDivS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return safe_div(s, x);
-  }
-};
-struct PowS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return any_pow(x, s);
-  }
-};
-struct RPowS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return any_pow(s, x);
-  }
-};
-struct MaxS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return x > s ? x : s;
-  }
-};
-struct MinS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return x < s ? x : s;
-  }
-};
-struct EqS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x == s);
-  }
-};
-struct NeS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x != s);
-  }
-};
-struct GtS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x > s);
-  }
-};
-struct GeS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x >= s);
-  }
-};
-struct LtS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x < s);
-  }
-};
-struct LeS {
-  template <typename T>
-  T operator()(T x, T s) const {
-    return static_cast<T>(x <= s);
-  }
-};
-
-// Backward functors: derivative factor d(x op s)/dx from (v, s), v being the forward input or
-// output per kUsesOutput (the definitions in ops/defs/elemwise_scalar.cc give the backward op
-// that input).
-struct RDivSG {  // d(s/x)/dx = -s/x^2
-  static constexpr bool kUsesOutput = false;
-  template <typename T>
-  static T grad(T x, T s) {
-    return -s / (x * x);
-  }
-};
-struct PowSG {  // d(x^s)/dx = s x^(s-1)
-  static constexpr bool kUsesOutput = false;
-  template <typename T>
-  static T grad(T x, T s) {
-    return s * std::pow(x, s - T(1));
-  }
-};
-struct RPowSG {  // d(s^x)/dx = s^x log(s) = y log(s)
-  static constexpr bool kUsesOutput = true;
-  template <typename T>
-  static T grad(T y, T s) {
-    return y * std::log(s);
-  }
-};
-struct MaxSG {  // MXNet: ge
-  static constexpr bool kUsesOutput = false;
-  template <typename T>
-  static T grad(T x, T s) {
-    return x >= s ? T(1) : T(0);
-  }
-};
-struct MinSG {  // MXNet: le
-  static constexpr bool kUsesOutput = false;
-  template <typename T>
-  static T grad(T x, T s) {
-    return x <= s ? T(1) : T(0);
-  }
-};
+// The functors (PlusS, RDivSG, ...) are in ops/defs/elemwise_math.h, shared with the CUDA
+// kernels.
 
 template <typename F>
 void scalar_compute(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -180,15 +46,16 @@ void scalar_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
   });
 }
 
+// Returns `name`, for reg_scalar_backward_kernel.
 template <typename F>
-Op& reg_scalar_kernel(OpRegistry& r, const std::string& name) {
-  return r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, scalar_compute<F>);
+std::string reg_scalar_kernel(OpRegistry& r, const std::string& name) {
+  r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, scalar_compute<F>);
+  return name;
 }
 
 template <typename G>
-void reg_scalar_backward_kernel(OpRegistry& r, Op& forward) {
-  r.register_op("_backward" + forward.name())
-      .set_attr<FCompute>(DeviceType::kCPU, scalar_backward_compute<G>);
+void reg_scalar_backward_kernel(OpRegistry& r, const std::string& forward) {
+  r.kernels("_backward" + forward).set_attr<FCompute>(DeviceType::kCPU, scalar_backward_compute<G>);
 }
 
 }  // namespace

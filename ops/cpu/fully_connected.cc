@@ -9,16 +9,6 @@
 namespace weft::detail {
 namespace {
 
-/// The GEMM sizes: M rows of data, K inputs, H outputs.
-struct FcDims {
-  int64_t m, k, h;
-};
-FcDims fc_dims(const FullyConnectedParam& p, const TensorView& data) {
-  const Shape s = data.shape_of();
-  if (p.flatten) return {s[0], s.prod(1, s.ndim()), p.num_hidden};
-  return {s.prod(0, s.ndim() - 1), s[s.ndim() - 1], p.num_hidden};
-}
-
 #if WEFT_USE_ONEDNN
 using dnnl::memory;
 
@@ -196,9 +186,9 @@ void fc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
 }  // namespace
 
 void register_fully_connected_kernels(OpRegistry& r) {
-  r.register_op("FullyConnected").set_attr<FCompute>(DeviceType::kCPU, fc_forward);
-  r.register_op("_fused_fc_act").set_attr<FCompute>(DeviceType::kCPU, fused_fc_forward);
-  r.register_op("_backward_FullyConnected").set_attr<FCompute>(DeviceType::kCPU, fc_backward);
+  r.kernels("FullyConnected").set_attr<FCompute>(DeviceType::kCPU, fc_forward);
+  r.kernels("_fused_fc_act").set_attr<FCompute>(DeviceType::kCPU, fused_fc_forward);
+  r.kernels("_backward_FullyConnected").set_attr<FCompute>(DeviceType::kCPU, fc_backward);
 }
 
 }  // namespace weft::detail

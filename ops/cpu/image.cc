@@ -292,20 +292,19 @@ void register_image_resize_kernels(OpRegistry& r);  // ops/cpu/image_resize.cc
 
 void register_image_kernels(OpRegistry& r) {
   using namespace detail;  // the kernels above
-  r.register_op("_image_to_tensor").set_attr<FCompute>(DeviceType::kCPU, to_tensor_forward);
-  r.register_op("_image_normalize").set_attr<FCompute>(DeviceType::kCPU, normalize_forward);
-  r.register_op("_backward_image_normalize")
-      .set_attr<FCompute>(DeviceType::kCPU, normalize_backward);
+  r.kernels("_image_to_tensor").set_attr<FCompute>(DeviceType::kCPU, to_tensor_forward);
+  r.kernels("_image_normalize").set_attr<FCompute>(DeviceType::kCPU, normalize_forward);
+  r.kernels("_backward_image_normalize").set_attr<FCompute>(DeviceType::kCPU, normalize_backward);
   for (bool lr : {true, false}) {
     const std::string axis = lr ? "left_right" : "top_bottom";
-    r.register_op("_image_flip_" + axis)
+    r.kernels("_image_flip_" + axis)
         .set_attr<FCompute>(DeviceType::kCPU, lr ? flip_forward<true> : flip_forward<false>);
-    r.register_op("_image_random_flip_" + axis)
+    r.kernels("_image_random_flip_" + axis)
         .set_attr<FCompute>(DeviceType::kCPU,
                             lr ? random_flip_forward<true> : random_flip_forward<false>);
   }
-  r.register_op("_image_crop").set_attr<FCompute>(DeviceType::kCPU, crop_forward);
-  r.register_op("_backward_image_crop").set_attr<FCompute>(DeviceType::kCPU, crop_backward);
+  r.kernels("_image_crop").set_attr<FCompute>(DeviceType::kCPU, crop_forward);
+  r.kernels("_backward_image_crop").set_attr<FCompute>(DeviceType::kCPU, crop_backward);
 
   register_image_resize_kernels(r);
 }

@@ -256,7 +256,7 @@ void resize_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 namespace weft::cpu {
 
 void register_image_resize_kernels(OpRegistry& r) {
-  r.register_op("_image_resize").set_attr<FCompute>(DeviceType::kCPU, detail::resize_forward);
+  r.kernels("_image_resize").set_attr<FCompute>(DeviceType::kCPU, detail::resize_forward);
 }
 
 }  // namespace weft::cpu

@@ -16,46 +16,13 @@ namespace {
 
 // ---- helpers -------------------------------------------------------------------------------
 
-std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
-  std::vector<int64_t> s(std::max(ndim, 0), 1);
-  for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
-  return s;
-}
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  return compact_strides(v.shape, v.ndim);
-}
-
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
-
 bool accumulates(OpReq r) { return r == OpReq::kAdd; }
 
 // ---- slice ---------------------------------------------------------------------------------
 
-// Copies between the slice `r` of `data` and the compact `part`: forward gathers into part;
-// backward (to_data) writes part into the slice, zeroing the rest first unless accumulating.
 void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& data,
                 const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const std::vector<int64_t> ds = compact_strides(data), ps = compact_strides(part);
-  std::vector<int64_t> strided(data.ndim);
-  int64_t base = 0;
-  for (int i = 0; i < data.ndim; ++i) {
-    strided[i] = ds[i] * r.step[i];
-    base += r.begin[i] * ds[i];
-  }
-  const bool add = accumulates(req);
-  if (to_data) {
-    if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
-    if (part.size() == 0) return;
-    shape_ops_strided_copy(elem_ptr(data, base), strided.data(), part.raw(), ps.data(), part.shape,
-                           part.ndim, data.dtype(), add, ctx.num_threads);
-  } else {
-    if (part.size() == 0) return;
-    shape_ops_strided_copy(part.raw(), ps.data(), elem_ptr(data, base), strided.data(), part.shape,
-                           part.ndim, data.dtype(), add, ctx.num_threads);
-  }
+  cpu_moves(ctx).slice_copy(r, data, part, req, to_data);
 }
 
 void slice_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -82,20 +49,9 @@ void slice_axis_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 
 // ---- broadcast_to --------------------------------------------------------------------------
 
-// Strides of `small` (broadcast to big's shape, same rank) as seen from big: 0 on broadcast dims.
-std::vector<int64_t> broadcast_strides(const TensorView& small, const TensorView& big) {
-  std::vector<int64_t> s = compact_strides(small);
-  for (int i = 0; i < small.ndim; ++i)
-    if (small.shape[i] != big.shape[i]) s[i] = 0;
-  return s;
-}
-
 void broadcast_to_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
                           std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const std::vector<int64_t> src = broadcast_strides(in[0], out[0]), dst = compact_strides(out[0]);
-  shape_ops_strided_copy(out[0].raw(), dst.data(), in[0].raw(), src.data(), out[0].shape,
-                         out[0].ndim, out[0].dtype(), accumulates(req[0]), ctx.num_threads);
+  cpu_moves(ctx).broadcast_to_forward(in[0], out[0], req[0]);
 }
 
 // Sums `grad` (big) into `dst` (small) over the broadcast dims.
@@ -119,32 +75,9 @@ void broadcast_to_backward(const OpAttrs&, const OpContext& ctx, std::span<const
 
 // ---- tile ----------------------------------------------------------------------------------
 
-// The tile as a broadcast: iteration dims (rep_k, in_k) per output axis k.
-void tile_layout(const TensorView& x, const TensorView& y, const Shape& reps,
-                 std::vector<int64_t>* iter, std::vector<int64_t>* y_strides,
-                 std::vector<int64_t>* x_strides) {
-  std::vector<int64_t> ip, rp;
-  tile_padded(reps, x.shape_of(), &ip, &rp);
-  const std::vector<int64_t> ys = compact_strides(y),
-                             xs = compact_strides(ip.data(), static_cast<int>(ip.size()));
-  for (size_t k = 0; k < ip.size(); ++k) {
-    iter->push_back(rp[k]);
-    iter->push_back(ip[k]);
-    y_strides->push_back(ip[k] * ys[k]);
-    y_strides->push_back(ys[k]);
-    x_strides->push_back(0);
-    x_strides->push_back(xs[k]);
-  }
-}
-
 void tile_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  std::vector<int64_t> iter, ys, xs;
-  tile_layout(in[0], out[0], attrs.params<TileParam>().reps, &iter, &ys, &xs);
-  shape_ops_strided_copy(out[0].raw(), ys.data(), in[0].raw(), xs.data(), iter.data(),
-                         static_cast<int>(iter.size()), out[0].dtype(), accumulates(req[0]),
-                         ctx.num_threads);
+  cpu_moves(ctx).tile_forward(attrs, in[0], out[0], req[0]);
 }
 
 void tile_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -240,7 +173,7 @@ namespace weft::cpu {
 void register_indexing_kernels(OpRegistry& r) {
   using namespace detail;  // the kernels above
   const auto set = [&r](const char* name, FCompute f) {
-    r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, std::move(f));
+    r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, std::move(f));
   };
   set("slice", slice_forward);
   set("_backward_slice", slice_backward);

@@ -156,12 +156,12 @@ namespace weft::cpu {
 
 void register_init_kernels(OpRegistry& r) {
   using namespace detail;
-  r.register_op("_zeros").set_attr<FCompute>(DeviceType::kCPU, zeros_forward);
-  r.register_op("_ones").set_attr<FCompute>(DeviceType::kCPU, ones_forward);
-  r.register_op("_full").set_attr<FCompute>(DeviceType::kCPU, full_forward);
-  r.register_op("_arange").set_attr<FCompute>(DeviceType::kCPU, arange_forward);
-  r.register_op("_random_uniform").set_attr<FCompute>(DeviceType::kCPU, uniform_forward);
-  r.register_op("_random_normal").set_attr<FCompute>(DeviceType::kCPU, normal_forward);
+  r.kernels("_zeros").set_attr<FCompute>(DeviceType::kCPU, zeros_forward);
+  r.kernels("_ones").set_attr<FCompute>(DeviceType::kCPU, ones_forward);
+  r.kernels("_full").set_attr<FCompute>(DeviceType::kCPU, full_forward);
+  r.kernels("_arange").set_attr<FCompute>(DeviceType::kCPU, arange_forward);
+  r.kernels("_random_uniform").set_attr<FCompute>(DeviceType::kCPU, uniform_forward);
+  r.kernels("_random_normal").set_attr<FCompute>(DeviceType::kCPU, normal_forward);
 }
 
 }  // namespace weft::cpu

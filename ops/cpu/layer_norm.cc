@@ -259,10 +259,10 @@ void lrn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }  // namespace
 
 void register_layer_norm_kernels(OpRegistry& r) {
-  r.register_op("LayerNorm").set_attr<FCompute>(DeviceType::kCPU, ln_forward);
-  r.register_op("_backward_LayerNorm").set_attr<FCompute>(DeviceType::kCPU, ln_backward);
-  r.register_op("LRN").set_attr<FCompute>(DeviceType::kCPU, lrn_forward);
-  r.register_op("_backward_LRN").set_attr<FCompute>(DeviceType::kCPU, lrn_backward);
+  r.kernels("LayerNorm").set_attr<FCompute>(DeviceType::kCPU, ln_forward);
+  r.kernels("_backward_LayerNorm").set_attr<FCompute>(DeviceType::kCPU, ln_backward);
+  r.kernels("LRN").set_attr<FCompute>(DeviceType::kCPU, lrn_forward);
+  r.kernels("_backward_LRN").set_attr<FCompute>(DeviceType::kCPU, lrn_backward);
 }
 
 }  // namespace weft::cpu

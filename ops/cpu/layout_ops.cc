@@ -126,7 +126,7 @@ void binary_layout_forward(dnnl::algorithm alg, const OpAttrs& attrs, const OpCo
 // calls.
 void add_binary_layout_support(OpRegistry& r, const std::string& name, dnnl::algorithm alg,
                                bool broadcast) {
-  Op& op = r.register_op(name);
+  OpKernels op = r.kernels(name);
   const FCompute* plain = op.compute(DeviceType::kCPU);
   WEFT_ICHECK(plain != nullptr) << "op " << name << " has no CPU kernel to extend";
   op.set_attr<FInferLayout>([alg, broadcast](const OpAttrs&, const LayoutQuery& q,
@@ -134,17 +134,17 @@ void add_binary_layout_support(OpRegistry& r, const std::string& name, dnnl::alg
                                              std::vector<LayoutRef>& out) {
     return binary_infer_layout(alg, broadcast, q, in, out);
   });
-  op.set_attr<FCompute>(
+  op.replace_compute(
       DeviceType::kCPU,
-      [alg, plain = *plain](const OpAttrs& attrs, const OpContext& ctx,
-                            std::span<const TensorView> in, std::span<const OpReq> req,
-                            std::span<const TensorView> out) {
+      FCompute([alg, plain = *plain](const OpAttrs& attrs, const OpContext& ctx,
+                                     std::span<const TensorView> in, std::span<const OpReq> req,
+                                     std::span<const TensorView> out) {
         if (has_layouts(ctx, in.size(), out.size())) {
           binary_layout_forward(alg, attrs, ctx, in, req, out);
         } else {
           plain(attrs, ctx, in, req, out);
         }
-      });
+      }));
 }
 
 dnnl::concat::primitive_desc concat_pd(int axis, const std::vector<memory::desc>& srcs,
@@ -211,7 +211,7 @@ void concat_layout_forward(int, const OpContext&, std::span<const TensorView>,
 #endif  // WEFT_USE_ONEDNN
 
 void register_layout_kernels(OpRegistry& r) {
-  r.register_op("_layout_reorder").set_attr<FCompute>(DeviceType::kCPU, reorder_forward);
+  r.kernels("_layout_reorder").set_attr<FCompute>(DeviceType::kCPU, reorder_forward);
 #if WEFT_USE_ONEDNN
   add_binary_layout_support(r, "elemwise_add", dnnl::algorithm::binary_add, false);
   add_binary_layout_support(r, "broadcast_add", dnnl::algorithm::binary_add, true);

@@ -79,7 +79,7 @@ dnnl::primitive_attr user_scratchpad_attr() {
 
 namespace weft::cpu {
 
-void register_nn_dnnl_kernels(OpRegistry& r) {
+void register_conv_dense_kernels(OpRegistry& r) {
   detail::register_convolution_kernels(r);
   detail::register_fused_conv_kernels(r);
   detail::register_deconvolution_kernels(r);

@@ -175,15 +175,15 @@ void regression_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 
 template <RegressionKind kKind>
 void register_regression_kernels(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(regression_forward<kKind>));
-  r.register_op("_backward_" + name)
+  r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(regression_forward<kKind>));
+  r.kernels("_backward_" + name)
       .set_attr<FCompute>(DeviceType::kCPU, FCompute(regression_backward<kKind>));
 }
 
 /// The CPU kernels of SoftmaxOutput and the regression heads with their backward ops.
 void register_loss_head_kernels(OpRegistry& r) {
-  r.register_op("SoftmaxOutput").set_attr<FCompute>(DeviceType::kCPU, softmax_output_forward);
-  r.register_op("_backward_SoftmaxOutput")
+  r.kernels("SoftmaxOutput").set_attr<FCompute>(DeviceType::kCPU, softmax_output_forward);
+  r.kernels("_backward_SoftmaxOutput")
       .set_attr<FCompute>(DeviceType::kCPU, softmax_output_backward);
   register_regression_kernels<RegressionKind::kLinear>(r, "LinearRegressionOutput");
   register_regression_kernels<RegressionKind::kLogistic>(r, "LogisticRegressionOutput");

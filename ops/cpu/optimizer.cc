@@ -145,13 +145,13 @@ namespace weft::cpu {
 
 void register_optimizer_kernels(OpRegistry& r) {
   using namespace detail;
-  r.register_op("sgd_update")
+  r.kernels("sgd_update")
       .set_attr<FCompute>(DeviceType::kCPU, WEFT_UPDATE_KERNEL(sgd_typed, SgdParam));
-  r.register_op("sgd_mom_update")
+  r.kernels("sgd_mom_update")
       .set_attr<FCompute>(DeviceType::kCPU, WEFT_UPDATE_KERNEL(sgd_mom_typed, SgdMomParam));
-  r.register_op("adam_update")
+  r.kernels("adam_update")
       .set_attr<FCompute>(DeviceType::kCPU, WEFT_UPDATE_KERNEL(adam_typed, AdamParam));
-  r.register_op("adamw_update")
+  r.kernels("adamw_update")
       .set_attr<FCompute>(DeviceType::kCPU, WEFT_UPDATE_KERNEL(adamw_typed, AdamWParam));
 }
 

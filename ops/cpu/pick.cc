@@ -169,9 +169,9 @@ namespace weft::cpu {
 
 void register_pick_kernels(OpRegistry& r) {
   using namespace detail;
-  r.register_op("pick").set_attr<FCompute>(DeviceType::kCPU, pick_forward);
-  r.register_op("_backward_pick").set_attr<FCompute>(DeviceType::kCPU, pick_backward);
-  r.register_op("one_hot").set_attr<FCompute>(DeviceType::kCPU, one_hot_forward);
+  r.kernels("pick").set_attr<FCompute>(DeviceType::kCPU, pick_forward);
+  r.kernels("_backward_pick").set_attr<FCompute>(DeviceType::kCPU, pick_backward);
+  r.kernels("one_hot").set_attr<FCompute>(DeviceType::kCPU, one_hot_forward);
 }
 
 }  // namespace weft::cpu

@@ -386,13 +386,13 @@ void pool_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
 }  // namespace
 
 void register_pooling_kernels(OpRegistry& r) {
-  r.register_op("Pooling")
+  r.kernels("Pooling")
       .set_attr<FCompute>(DeviceType::kCPU, pool_forward)
 #if WEFT_USE_ONEDNN
       .set_attr<FInferLayout>(pool_infer_layout)
 #endif
       ;
-  r.register_op("_backward_Pooling").set_attr<FCompute>(DeviceType::kCPU, pool_backward);
+  r.kernels("_backward_Pooling").set_attr<FCompute>(DeviceType::kCPU, pool_backward);
 }
 
 }  // namespace weft::detail

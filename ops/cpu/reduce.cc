@@ -197,8 +197,8 @@ void reduce_backward_compute(const OpAttrs& attrs, const OpContext&, std::span<c
 
 template <typename R, bool kMean, int kKind>
 void reg_reduce_kernels(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_compute<R, kMean>));
-  r.register_op("_backward_" + name)
+  r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_compute<R, kMean>));
+  r.kernels("_backward_" + name)
       .set_attr<FCompute>(DeviceType::kCPU, FCompute(reduce_backward_compute<kKind>));
 }
 
@@ -256,8 +256,8 @@ void register_reduce_kernels(OpRegistry& r) {
   reg_reduce_kernels<SumR, true, 1>(r, "mean");
   reg_reduce_kernels<MaxR, false, 2>(r, "max");
   reg_reduce_kernels<MinR, false, 2>(r, "min");
-  r.register_op("argmax").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<true>);
-  r.register_op("argmin").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<false>);
+  r.kernels("argmax").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<true>);
+  r.kernels("argmin").set_attr<FCompute>(DeviceType::kCPU, arg_reduce_compute<false>);
 }
 
 }  // namespace weft::cpu

@@ -1,6 +1,6 @@
 // The CPU kernel families. Each adds CPU kernels (FCompute, stateful kernels, the oneDNN layouts a
 // kernel takes) to operators that the device-neutral definitions in ops/defs/ registered, by name:
-// r.register_op("exp").set_attr<FCompute>(DeviceType::kCPU, ...). The CUDA families in ops/cuda/
+// r.kernels("exp").set_attr<FCompute>(DeviceType::kCPU, ...). The CUDA families in ops/cuda/
 // do the same for cuda:N.
 #pragma once
 
@@ -17,7 +17,7 @@ void register_reduce_kernels(OpRegistry& r);
 // indexing_ops.cc).
 void register_shape_kernels(OpRegistry& r);
 // Convolution, fused convolution, Deconvolution, Pooling, FullyConnected, dot, batch_dot.
-void register_nn_dnnl_kernels(OpRegistry& r);
+void register_conv_dense_kernels(OpRegistry& r);
 // BatchNorm, LayerNorm, softmax, the loss heads, Activation, LeakyReLU, Dropout, CTC loss.
 void register_nn_norm_kernels(OpRegistry& r);
 // The fused RNN (rnn.cc).
@@ -30,9 +30,6 @@ void register_optimizer_kernels(OpRegistry& r);
 void register_pick_kernels(OpRegistry& r);
 // The _image_* ops and resize (image*.cc).
 void register_image_kernels(OpRegistry& r);
-
-// All of the above, in this order.
-void register_all_kernels(OpRegistry& r);
 
 }  // namespace cpu
 }  // namespace weft

@@ -157,8 +157,8 @@ void rnn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 namespace weft::cpu {
 
 void register_rnn_kernels(OpRegistry& r) {
-  r.register_op("RNN").set_attr<FCompute>(DeviceType::kCPU, detail::rnn_forward);
-  r.register_op("_backward_RNN").set_attr<FCompute>(DeviceType::kCPU, detail::rnn_backward);
+  r.kernels("RNN").set_attr<FCompute>(DeviceType::kCPU, detail::rnn_forward);
+  r.kernels("_backward_RNN").set_attr<FCompute>(DeviceType::kCPU, detail::rnn_backward);
 }
 
 }  // namespace weft::cpu

@@ -17,15 +17,6 @@ namespace {
 
 // ---- small helpers -------------------------------------------------------------------------
 
-std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
-  std::vector<int64_t> s(std::max(ndim, 0), 1);
-  for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
-  return s;
-}
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  return compact_strides(v.shape, v.ndim);
-}
-
 bool accumulates(OpReq r) { return r == OpReq::kAdd; }
 
 // Copies (or adds) `in` into the same-sized `out`; a no-op when the output is the input's memory.
@@ -68,8 +59,8 @@ void register_shape_kernels(OpRegistry& r) {
   using detail::copy_forward;
   for (const char* name : {"Reshape", "_backward_Reshape", "Flatten", "_backward_Flatten",
                            "expand_dims", "_backward_expand_dims", "squeeze", "_backward_squeeze"})
-    r.register_op(name).set_attr<FCompute>(DeviceType::kCPU, copy_forward);
-  r.register_op("transpose").set_attr<FCompute>(DeviceType::kCPU, detail::transpose_forward);
+    r.kernels(name).set_attr<FCompute>(DeviceType::kCPU, copy_forward);
+  r.kernels("transpose").set_attr<FCompute>(DeviceType::kCPU, detail::transpose_forward);
 
   register_shape_concat_kernels(r);
   register_indexing_kernels(r);

@@ -17,121 +17,34 @@ namespace weft::detail {
 
 namespace {
 
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
-
-// Copies between a compact block `part` of shape (outer, rows*inner) and rows [row0, row0+rows)
-// of `whole`, shape (outer, whole_rows*inner). to_whole: part → whole; else whole → part.
-void block_copy(const OpContext& ctx, const TensorView& whole, int64_t whole_rows,
-                const TensorView& part, int64_t row0, int64_t rows, int64_t outer, int64_t inner,
-                OpReq req, bool to_whole) {
-  if (req == OpReq::kNull || outer * rows * inner == 0) return;
-  const int64_t shape[2] = {outer, rows * inner};
-  const int64_t ws[2] = {whole_rows * inner, 1}, ps[2] = {rows * inner, 1};
-  char* w = elem_ptr(whole, row0 * inner);
-  const bool add = req == OpReq::kAdd;
-  if (to_whole) {
-    shape_ops_strided_copy(w, ws, part.raw(), ps, shape, 2, whole.dtype(), add, ctx.num_threads);
-  } else {
-    shape_ops_strided_copy(part.raw(), ps, w, ws, shape, 2, whole.dtype(), add, ctx.num_threads);
-  }
-}
-
-// ---- Concat --------------------------------------------------------------------------------
-
 void concat_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& y = out[0];
-  const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, y.ndim);
-  const int64_t outer = y.shape_of().prod(0, axis), inner = y.shape_of().prod(axis + 1, y.ndim);
-  int64_t row = 0;
-  for (const auto& x : in) {
-    block_copy(ctx, y, y.shape[axis], x, row, x.shape[axis], outer, inner, req[0], true);
-    row += x.shape[axis];
-  }
+  cpu_moves(ctx).concat_forward(attrs, in, req, out);
 }
-
 void concat_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& og = in[0];
-  const int axis = normalize_axis(attrs, attrs.params<ConcatParam>().dim, og.ndim);
-  const int64_t outer = og.shape_of().prod(0, axis), inner = og.shape_of().prod(axis + 1, og.ndim);
-  int64_t row = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, og, og.shape[axis], out[i], row, out[i].shape[axis], outer, inner, req[i],
-               false);
-    row += out[i].shape[axis];
-  }
+  cpu_moves(ctx).concat_backward(attrs, in, req, out);
 }
-
-// ---- stack ---------------------------------------------------------------------------------
-
 void stack_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = in[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
-  for (size_t i = 0; i < in.size(); ++i) {
-    block_copy(ctx, out[0], static_cast<int64_t>(in.size()), in[i], static_cast<int64_t>(i), 1,
-               outer, inner, req[0], true);
-  }
+  cpu_moves(ctx).stack_forward(attrs, in, req, out);
 }
-
 void stack_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = out[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = x0.shape_of().prod(0, axis), inner = x0.shape_of().prod(axis, x0.ndim);
-  for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, in[0], static_cast<int64_t>(out.size()), out[i], static_cast<int64_t>(i), 1,
-               outer, inner, req[i], false);
-  }
+  cpu_moves(ctx).stack_backward(attrs, in, req, out);
 }
-
-// ---- SliceChannel --------------------------------------------------------------------------
-
 void slice_channel_forward(const OpAttrs& attrs, const OpContext& ctx,
                            std::span<const TensorView> in, std::span<const OpReq> req,
                            std::span<const TensorView> out) {
-  const auto& p = attrs.params<SliceChannelParam>();
-  const TensorView& x = in[0];
-  const int axis = normalize_axis(attrs, p.axis, x.ndim);
-  const int64_t n = p.num_outputs, part = x.shape[axis] / n;
-  const int64_t outer = x.shape_of().prod(0, axis), inner = x.shape_of().prod(axis + 1, x.ndim);
-  for (int64_t i = 0; i < n; ++i)
-    block_copy(ctx, x, x.shape[axis], out[i], i * part, part, outer, inner, req[i], false);
+  cpu_moves(ctx).slice_channel_forward(attrs, in, req, out);
 }
-
-// ---- Crop (legacy) -------------------------------------------------------------------------
-
-// Copies between the crop window of `data` and the compact `part`.
-void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& data,
-               const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const int64_t H = data.shape[2], W = data.shape[3], h = part.shape[2], w = part.shape[3];
-  const auto [y0, x0] = crop_start(attrs, H, W, h, w);
-  const int64_t shape[3] = {data.shape[0] * data.shape[1], h, w};
-  const int64_t ds[3] = {H * W, W, 1}, ps[3] = {h * w, w, 1};
-  char* window = elem_ptr(data, y0 * W + x0);
-  const bool add = req == OpReq::kAdd;
-  if (to_data) {
-    if (!add) shape_ops_zero(data.raw(), data.bytes(), ctx.num_threads);
-    shape_ops_strided_copy(window, ds, part.raw(), ps, shape, 3, data.dtype(), add,
-                           ctx.num_threads);
-  } else {
-    shape_ops_strided_copy(part.raw(), ps, window, ds, shape, 3, data.dtype(), add,
-                           ctx.num_threads);
-  }
-}
-
 void crop_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, in[0], out[0], req[0], false);
+  cpu_moves(ctx).crop_copy(attrs, in[0], out[0], req[0], false);
 }
 void crop_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, out[0], in[0], req[0], true);
+  cpu_moves(ctx).crop_copy(attrs, out[0], in[0], req[0], true);
 }
 
 // ---- UpSampling ----------------------------------------------------------------------------
@@ -296,7 +209,7 @@ namespace weft::cpu {
 
 void register_shape_concat_kernels(OpRegistry& r) {
   using namespace detail;  // the kernels above
-  r.register_op("Concat")
+  r.kernels("Concat")
       .set_attr<FCompute>(
           DeviceType::kCPU,
           [](const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -312,14 +225,14 @@ void register_shape_concat_kernels(OpRegistry& r) {
         return concat_infer_layout(normalize_axis(attrs, attrs.params<ConcatParam>().dim, nd), q,
                                    in, out);
       });
-  r.register_op("_backward_Concat").set_attr<FCompute>(DeviceType::kCPU, concat_backward);
-  r.register_op("stack").set_attr<FCompute>(DeviceType::kCPU, stack_forward);
-  r.register_op("_backward_stack").set_attr<FCompute>(DeviceType::kCPU, stack_backward);
-  r.register_op("SliceChannel").set_attr<FCompute>(DeviceType::kCPU, slice_channel_forward);
-  r.register_op("Crop").set_attr<FCompute>(DeviceType::kCPU, crop_forward);
-  r.register_op("_backward_Crop").set_attr<FCompute>(DeviceType::kCPU, crop_backward);
-  r.register_op("UpSampling").set_attr<FCompute>(DeviceType::kCPU, upsampling_forward);
-  r.register_op("_backward_UpSampling").set_attr<FCompute>(DeviceType::kCPU, upsampling_backward);
+  r.kernels("_backward_Concat").set_attr<FCompute>(DeviceType::kCPU, concat_backward);
+  r.kernels("stack").set_attr<FCompute>(DeviceType::kCPU, stack_forward);
+  r.kernels("_backward_stack").set_attr<FCompute>(DeviceType::kCPU, stack_backward);
+  r.kernels("SliceChannel").set_attr<FCompute>(DeviceType::kCPU, slice_channel_forward);
+  r.kernels("Crop").set_attr<FCompute>(DeviceType::kCPU, crop_forward);
+  r.kernels("_backward_Crop").set_attr<FCompute>(DeviceType::kCPU, crop_backward);
+  r.kernels("UpSampling").set_attr<FCompute>(DeviceType::kCPU, upsampling_forward);
+  r.kernels("_backward_UpSampling").set_attr<FCompute>(DeviceType::kCPU, upsampling_backward);
 }
 
 }  // namespace weft::cpu

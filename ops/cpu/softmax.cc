@@ -169,13 +169,12 @@ void softmax_act_backward(const OpAttrs& attrs, const OpContext& ctx,
 }  // namespace
 
 void register_softmax_kernels(OpRegistry& r) {
-  r.register_op("softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_forward<false>);
-  r.register_op("_backward_softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_backward<false>);
-  r.register_op("log_softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_forward<true>);
-  r.register_op("_backward_log_softmax")
-      .set_attr<FCompute>(DeviceType::kCPU, softmax_backward<true>);
-  r.register_op("SoftmaxActivation").set_attr<FCompute>(DeviceType::kCPU, softmax_act_forward);
-  r.register_op("_backward_SoftmaxActivation")
+  r.kernels("softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_forward<false>);
+  r.kernels("_backward_softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_backward<false>);
+  r.kernels("log_softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_forward<true>);
+  r.kernels("_backward_log_softmax").set_attr<FCompute>(DeviceType::kCPU, softmax_backward<true>);
+  r.kernels("SoftmaxActivation").set_attr<FCompute>(DeviceType::kCPU, softmax_act_forward);
+  r.kernels("_backward_SoftmaxActivation")
       .set_attr<FCompute>(DeviceType::kCPU, softmax_act_backward);
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "ops/defs/block_moves.h"
+#include "ops/op.h"
 
 namespace weft::detail {
 
@@ -20,5 +22,20 @@ void shape_ops_strided_copy(void* dst, const int64_t* dst_strides, const void* s
                             bool accumulate, int num_threads);
 /// Sets `bytes` bytes at `dst` to zero (all-zero bytes are 0 in every dtype).
 void shape_ops_zero(void* dst, size_t bytes, int num_threads);
+
+/// The CPU's half of BlockMoves (ops/defs/block_moves.h): the strided copy above, with the
+/// kernel's threads.
+struct CpuCopier {
+  int threads = 1;
+  void copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
+            const int64_t* shape, int ndim, DType dtype, bool add) const {
+    shape_ops_strided_copy(dst, dst_strides, src, src_strides, shape, ndim, dtype, add, threads);
+  }
+  void zero(void* dst, size_t bytes) const { shape_ops_zero(dst, bytes, threads); }
+};
+/// The block moves of a CPU kernel call.
+inline BlockMoves<CpuCopier> cpu_moves(const OpContext& ctx) {
+  return BlockMoves<CpuCopier>(CpuCopier{ctx.num_threads});
+}
 
 }  // namespace weft::detail

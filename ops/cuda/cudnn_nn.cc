@@ -21,9 +21,7 @@ bool adds(OpReq r) { return r == OpReq::kAdd; }
 
 void zero(const OpContext& ctx, const TensorView& t) {
   if (t.size() == 0) return;
-  WEFT_CUDA_CALL(cudaMemsetAsync(t.raw(), 0, static_cast<size_t>(t.size()) * dtype_size(t.dtype()),
-                                 stream_of(ctx)),
-                 device_of(ctx));
+  memset_on_stream(ctx, t.raw(), 0, static_cast<size_t>(t.size()) * dtype_size(t.dtype()));
 }
 
 // ---- Pooling -----------------------------------------------------------------------------------
@@ -270,18 +268,17 @@ void lrn_bwd(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorV
 }  // namespace
 
 void register_cudnn_nn_kernels(OpRegistry& r) {
-  r.register_op("Pooling").set_attr<FCompute>(DeviceType::kCUDA, pool_fwd, "cuda");
-  r.register_op("_backward_Pooling").set_attr<FCompute>(DeviceType::kCUDA, pool_bwd, "cuda");
-  r.register_op("Activation").set_attr<FCompute>(DeviceType::kCUDA, act_fwd, "cuda");
-  r.register_op("_backward_Activation").set_attr<FCompute>(DeviceType::kCUDA, act_bwd, "cuda");
-  r.register_op("LeakyReLU").set_attr<FCompute>(DeviceType::kCUDA, leaky_fwd, "cuda");
-  r.register_op("_backward_LeakyReLU").set_attr<FCompute>(DeviceType::kCUDA, leaky_bwd, "cuda");
-  r.register_op("Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_fwd, "cuda");
-  r.register_op("_backward_Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_bwd, "cuda");
-  r.register_op("_random_seed_next")
-      .set_attr<FCompute>(DeviceType::kCUDA, random_seed_next_fwd, "cuda");
-  r.register_op("LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_fwd, "cuda");
-  r.register_op("_backward_LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_bwd, "cuda");
+  r.kernels("Pooling").set_attr<FCompute>(DeviceType::kCUDA, pool_fwd);
+  r.kernels("_backward_Pooling").set_attr<FCompute>(DeviceType::kCUDA, pool_bwd);
+  r.kernels("Activation").set_attr<FCompute>(DeviceType::kCUDA, act_fwd);
+  r.kernels("_backward_Activation").set_attr<FCompute>(DeviceType::kCUDA, act_bwd);
+  r.kernels("LeakyReLU").set_attr<FCompute>(DeviceType::kCUDA, leaky_fwd);
+  r.kernels("_backward_LeakyReLU").set_attr<FCompute>(DeviceType::kCUDA, leaky_bwd);
+  r.kernels("Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_fwd);
+  r.kernels("_backward_Dropout").set_attr<FCompute>(DeviceType::kCUDA, dropout_bwd);
+  r.kernels("_random_seed_next").set_attr<FCompute>(DeviceType::kCUDA, random_seed_next_fwd);
+  r.kernels("LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_fwd);
+  r.kernels("_backward_LRN").set_attr<FCompute>(DeviceType::kCUDA, lrn_bwd);
 }
 
 }  // namespace weft::cuda

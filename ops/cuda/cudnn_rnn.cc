@@ -27,7 +27,7 @@
 // (ops/defs/rnn_packing.h, G·H × in row-major) is its rows k·H … k·H + H − 1, i.e. the H × in
 // row-major block cuDNN holds for ID k; likewise W_h2h, b_i2h (IDs < G) and b_h2h (IDs ≥ G).
 // The map is a list of blocks (weight-space offset, packed offset, count), merged where they are
-// consecutive in both layouts, copied with cudaMemcpyAsync on the op's stream: packed → space
+// consecutive in both layouts, copied with copy_on_stream on the op's stream: packed → space
 // before a run, space → packed gradient after cudnnRNNBackwardWeights_v8.
 //
 // Note [cuDNN RNN sequence lengths]
@@ -143,10 +143,7 @@ std::vector<int32_t> host_lengths(const OpContext& ctx, const TensorView* lens,
     // The scratch is done with before the caller takes its own (both may be the workspace).
     Scratch tmp(ctx, raw.size() * sizeof(int64_t));
     rnn_lengths_to_i64(lens->dtype(), lens->raw(), tmp.as<int64_t>(), d.N, stream_of(ctx));
-    WEFT_CUDA_CALL(cudaMemcpyAsync(raw.data(), tmp.get(), raw.size() * sizeof(int64_t),
-                                   cudaMemcpyDeviceToHost, stream_of(ctx)),
-                   device_of(ctx));
-    WEFT_CUDA_CALL(cudaStreamSynchronize(stream_of(ctx)), device_of(ctx));
+    copy_to_host_sync(ctx, raw.data(), tmp.get(), raw.size() * sizeof(int64_t));
   }
   for (size_t n = 0; n < raw.size(); ++n)
     out[n] = static_cast<int32_t>(std::clamp<int64_t>(raw[n], 0, d.T));
@@ -311,10 +308,8 @@ void copy_blocks(const OpContext& ctx, const std::vector<Block>& blocks, size_t 
   for (const Block& b : blocks) {
     char* s = static_cast<char*>(space) + b.space_byte;
     char* p = static_cast<char*>(packed) + static_cast<size_t>(b.packed) * elem_size;
-    WEFT_CUDA_CALL(cudaMemcpyAsync(to_space ? s : p, to_space ? p : s,
-                                   static_cast<size_t>(b.count) * elem_size,
-                                   cudaMemcpyDeviceToDevice, stream_of(ctx)),
-                   device_of(ctx));
+    copy_on_stream(ctx, to_space ? s : p, to_space ? p : s,
+                   static_cast<size_t>(b.count) * elem_size);
   }
 }
 
@@ -396,9 +391,7 @@ class Layout {
 
 void upload_lengths(const OpContext& ctx, const std::vector<int32_t>& lens, void* dst) {
   // From pageable memory: returns once `lens` is staged, so it may go out of scope after.
-  WEFT_CUDA_CALL(cudaMemcpyAsync(dst, lens.data(), lens.size() * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, stream_of(ctx)),
-                 device_of(ctx));
+  copy_from_host(ctx, dst, lens.data(), lens.size() * sizeof(int32_t));
 }
 
 bool any_empty_sequence(const std::vector<int32_t>& lens) {
@@ -444,7 +437,7 @@ bool cudnn_rnn_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<con
   void* w = base + at_w;
   auto* dev_lens = reinterpret_cast<int32_t*>(base + at_lens);
   upload_lengths(ctx, lens, dev_lens);
-  WEFT_CUDA_CALL(cudaMemsetAsync(w, 0, s.weight_bytes, stream_of(ctx)), s.dev);
+  memset_on_stream(ctx, w, 0, s.weight_bytes);
   copy_blocks(ctx, weight_blocks(s, ctx, d, w, es), es, w, in[ix.params].raw(), true);
 
   const int nvis = detail::visible_outputs(p);
@@ -505,7 +498,7 @@ bool cudnn_rnn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
   void* y = base + at_y;
   auto* dev_lens = reinterpret_cast<int32_t*>(base + at_lens);
   upload_lengths(ctx, lens, dev_lens);
-  WEFT_CUDA_CALL(cudaMemsetAsync(w, 0, s.weight_bytes, stream_of(ctx)), s.dev);
+  memset_on_stream(ctx, w, 0, s.weight_bytes);
   const std::vector<Block> blocks = weight_blocks(s, ctx, d, w, es);
   copy_blocks(ctx, blocks, es, w, in[ix.fwd.params].raw(), true);
 
@@ -531,7 +524,7 @@ bool cudnn_rnn_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<co
   zero_padding(ctx, dx, lens, d, d.I, es);
   if (req[1] != OpReq::kNull) {
     // cuDNN adds into the gradient space (CUDNN_WGRAD_MODE_ADD is the mode cuDNN 8 documents).
-    WEFT_CUDA_CALL(cudaMemsetAsync(dw, 0, s.weight_bytes, stream_of(ctx)), s.dev);
+    memset_on_stream(ctx, dw, 0, s.weight_bytes);
     WEFT_CUDA_CALL(cudnnRNNBackwardWeights_v8(handle, s.rnn.d, CUDNN_WGRAD_MODE_ADD, dev_lens,
                                               s.x.d, x, s.h.d, hx, s.y.d, y, s.weight_bytes, dw,
                                               s.work_bytes, work, s.reserve_bytes, reserve),

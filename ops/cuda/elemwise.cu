@@ -12,133 +12,8 @@ namespace weft::cuda {
 namespace {
 
 // ---- unary math ---------------------------------------------------------------------------------
-// Each functor has fwd(x) and grad(v), v being the forward output when kUsesOutput, else the
-// forward input (as the CPU functors in ops/cpu/elemwise_unary.cc). C is the computation type.
-
-struct ReluF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return x > C(0) ? x : C(0);
-  }
-  template <typename C>
-  __device__ static C grad(C y) {
-    return y > C(0) ? C(1) : C(0);
-  }
-};
-struct SigmoidF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return C(1) / (C(1) + exp(-x));
-  }
-  template <typename C>
-  __device__ static C grad(C y) {
-    return y * (C(1) - y);
-  }
-};
-struct TanhF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return tanh(x);
-  }
-  template <typename C>
-  __device__ static C grad(C y) {
-    return C(1) - y * y;
-  }
-};
-struct ExpF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return exp(x);
-  }
-  template <typename C>
-  __device__ static C grad(C y) {
-    return y;
-  }
-};
-struct LogF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return log(x);
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    return C(1) / x;
-  }
-};
-struct SqrtF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return sqrt(x);
-  }
-  template <typename C>
-  __device__ static C grad(C y) {
-    return C(0.5) / y;
-  }
-};
-struct SquareF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return static_cast<C>(x * x);
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    return static_cast<C>(C(2) * x);
-  }
-};
-struct AbsF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    if constexpr (std::is_unsigned_v<C>) {
-      return x;
-    } else {
-      return x < C(0) ? static_cast<C>(C(0) - x) : x;
-    }
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    if constexpr (std::is_unsigned_v<C>) {
-      return x > C(0) ? C(1) : C(0);
-    } else {
-      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
-    }
-  }
-};
-struct ReciprocalF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return C(1) / x;
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    return C(-1) / (x * x);
-  }
-};
-struct SinF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return sin(x);
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    return cos(x);
-  }
-};
-struct CosF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return cos(x);
-  }
-  template <typename C>
-  __device__ static C grad(C x) {
-    return -sin(x);
-  }
-};
-struct NegativeF {
-  template <typename C>
-  __device__ static C fwd(C x) {
-    return static_cast<C>(C(0) - x);
-  }
-};
+// The functors (ReluF, ...: fwd and grad) are in ops/defs/elemwise_math.h, shared with the CPU
+// kernels.
 
 template <typename F>
 struct Fwd {
@@ -189,9 +64,9 @@ void unary_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 
 template <typename F, bool kFloatOnly>
 void reg_unary(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr(DeviceType::kCUDA, FCompute(unary_compute<F, kFloatOnly>), "cuda");
-  r.register_op("_backward_" + name)
-      .set_attr(DeviceType::kCUDA, FCompute(unary_backward_compute<F, kFloatOnly>), "cuda");
+  r.kernels(name).set_attr(DeviceType::kCUDA, FCompute(unary_compute<F, kFloatOnly>));
+  r.kernels("_backward_" + name)
+      .set_attr(DeviceType::kCUDA, FCompute(unary_backward_compute<F, kFloatOnly>));
 }
 
 // ---- copies and constants -----------------------------------------------------------------------
@@ -465,7 +340,7 @@ void make_loss_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
       scale /= static_cast<double>(std::max<int64_t>(batch, 1));
     } else if (p.normalization == detail::LossNorm::kValid) {
       count = scratch.as<unsigned long long>();
-      check(cudaMemsetAsync(count, 0, sizeof(*count), s), "_backward_MakeLoss", device_of(ctx));
+      memset_on_stream(ctx, count, 0, sizeof(*count));
       count_above_kernel<DT><<<grid_for(in[0].size()), kBlockSize, 0, s>>>(
           in[0].size(), dptr<const DT>(in[0]), static_cast<float>(p.valid_thresh), p.valid_thresh,
           count);
@@ -485,38 +360,33 @@ void make_loss_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 }  // namespace
 
 void register_elemwise_kernels(OpRegistry& r) {
-  reg_unary<ReluF, false>(r, "relu");
-  reg_unary<SigmoidF, true>(r, "sigmoid");
-  reg_unary<TanhF, true>(r, "tanh");
-  reg_unary<ExpF, true>(r, "exp");
-  reg_unary<LogF, true>(r, "log");
-  reg_unary<SqrtF, true>(r, "sqrt");
-  reg_unary<SquareF, false>(r, "square");
-  reg_unary<AbsF, false>(r, "abs");
-  reg_unary<ReciprocalF, true>(r, "reciprocal");
-  reg_unary<SinF, true>(r, "sin");
-  reg_unary<CosF, true>(r, "cos");
-  r.register_op("negative")
-      .set_attr(DeviceType::kCUDA, FCompute(unary_compute<NegativeF, false>), "cuda");
+  reg_unary<detail::ReluF, false>(r, "relu");
+  reg_unary<detail::SigmoidF, true>(r, "sigmoid");
+  reg_unary<detail::TanhF, true>(r, "tanh");
+  reg_unary<detail::ExpF, true>(r, "exp");
+  reg_unary<detail::LogF, true>(r, "log");
+  reg_unary<detail::SqrtF, true>(r, "sqrt");
+  reg_unary<detail::SquareF, false>(r, "square");
+  reg_unary<detail::AbsF, false>(r, "abs");
+  reg_unary<detail::ReciprocalF, true>(r, "reciprocal");
+  reg_unary<detail::SinF, true>(r, "sin");
+  reg_unary<detail::CosF, true>(r, "cos");
+  r.kernels("negative")
+      .set_attr(DeviceType::kCUDA, FCompute(unary_compute<detail::NegativeF, false>));
 
   for (const char* name : {"_copy", "BlockGrad", "MakeLoss"})
-    r.register_op(name).set_attr(DeviceType::kCUDA, FCompute(copy_compute), "cuda");
-  r.register_op("_backward_MakeLoss")
-      .set_attr(DeviceType::kCUDA, FCompute(make_loss_backward_compute), "cuda");
-  r.register_op("zeros_like")
-      .set_attr(DeviceType::kCUDA, FCompute(constant_like_compute<0>), "cuda");
-  r.register_op("ones_like")
-      .set_attr(DeviceType::kCUDA, FCompute(constant_like_compute<1>), "cuda");
-  r.register_op("add_n").set_attr(DeviceType::kCUDA, FCompute(add_n_compute), "cuda");
-  r.register_op("clip").set_attr(DeviceType::kCUDA, FCompute(clip_compute), "cuda");
-  r.register_op("_backward_clip")
-      .set_attr(DeviceType::kCUDA, FCompute(clip_backward_compute), "cuda");
-  r.register_op("where").set_attr(DeviceType::kCUDA, FCompute(where_compute), "cuda");
-  r.register_op("_backward_where")
-      .set_attr(DeviceType::kCUDA, FCompute(where_backward_compute), "cuda");
+    r.kernels(name).set_attr(DeviceType::kCUDA, FCompute(copy_compute));
+  r.kernels("_backward_MakeLoss").set_attr(DeviceType::kCUDA, FCompute(make_loss_backward_compute));
+  r.kernels("zeros_like").set_attr(DeviceType::kCUDA, FCompute(constant_like_compute<0>));
+  r.kernels("ones_like").set_attr(DeviceType::kCUDA, FCompute(constant_like_compute<1>));
+  r.kernels("add_n").set_attr(DeviceType::kCUDA, FCompute(add_n_compute));
+  r.kernels("clip").set_attr(DeviceType::kCUDA, FCompute(clip_compute));
+  r.kernels("_backward_clip").set_attr(DeviceType::kCUDA, FCompute(clip_backward_compute));
+  r.kernels("where").set_attr(DeviceType::kCUDA, FCompute(where_compute));
+  r.kernels("_backward_where").set_attr(DeviceType::kCUDA, FCompute(where_backward_compute));
   // _backward_Cast takes (ograd, data) and converts ograd to data's type: the same kernel.
-  r.register_op("Cast").set_attr(DeviceType::kCUDA, FCompute(cast_compute), "cuda");
-  r.register_op("_backward_Cast").set_attr(DeviceType::kCUDA, FCompute(cast_compute), "cuda");
+  r.kernels("Cast").set_attr(DeviceType::kCUDA, FCompute(cast_compute));
+  r.kernels("_backward_Cast").set_attr(DeviceType::kCUDA, FCompute(cast_compute));
 
   register_elemwise_binary_kernels(r);
   register_elemwise_scalar_kernels(r);

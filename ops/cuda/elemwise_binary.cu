@@ -9,106 +9,8 @@
 namespace weft::cuda {
 namespace {
 
-// ---- forward functors (C: the computation type)
-// --------------------------------------------------
-
-#define WEFT_BINARY_FUNCTOR(Name, expr)       \
-  struct Name {                               \
-    template <typename C>                     \
-    __device__ C operator()(C a, C b) const { \
-      return static_cast<C>(expr);            \
-    }                                         \
-  }
-
-WEFT_BINARY_FUNCTOR(AddF, a + b);
-WEFT_BINARY_FUNCTOR(SubF, a - b);
-WEFT_BINARY_FUNCTOR(MulF, a* b);
-WEFT_BINARY_FUNCTOR(DivF, safe_div(a, b));
-WEFT_BINARY_FUNCTOR(PowF, any_pow(a, b));
-WEFT_BINARY_FUNCTOR(MaxF, a > b ? a : b);
-WEFT_BINARY_FUNCTOR(MinF, a < b ? a : b);
-WEFT_BINARY_FUNCTOR(EqF, a == b);
-WEFT_BINARY_FUNCTOR(NeF, a != b);
-WEFT_BINARY_FUNCTOR(GtF, a > b);
-WEFT_BINARY_FUNCTOR(GeF, a >= b);
-WEFT_BINARY_FUNCTOR(LtF, a < b);
-WEFT_BINARY_FUNCTOR(LeF, a <= b);
-#undef WEFT_BINARY_FUNCTOR
-
-// ---- backward functors: lhs/rhs gradient terms from (head gradient, lhs, rhs) -------------------
-
-struct AddG {
-  template <typename C>
-  __device__ static C lhs(C g, C, C) {
-    return g;
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C, C) {
-    return g;
-  }
-};
-struct SubG {
-  template <typename C>
-  __device__ static C lhs(C g, C, C) {
-    return g;
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C, C) {
-    return static_cast<C>(C(0) - g);
-  }
-};
-struct MulG {
-  template <typename C>
-  __device__ static C lhs(C g, C, C b) {
-    return static_cast<C>(g * b);
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C a, C) {
-    return static_cast<C>(g * a);
-  }
-};
-struct DivG {
-  template <typename C>
-  __device__ static C lhs(C g, C, C b) {
-    return safe_div(g, b);
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C a, C b) {
-    return safe_div(static_cast<C>(C(0) - g * a), static_cast<C>(b * b));
-  }
-};
-struct PowG {  // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log(a); integers through double
-  template <typename C>
-  __device__ static C lhs(C g, C a, C b) {
-    using D = std::conditional_t<std::is_floating_point_v<C>, C, double>;
-    return static_cast<C>(D(g) * D(b) * pow(D(a), D(b) - D(1)));
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C a, C b) {
-    using D = std::conditional_t<std::is_floating_point_v<C>, C, double>;
-    return static_cast<C>(D(g) * pow(D(a), D(b)) * log(D(a)));
-  }
-};
-struct MaxG {  // ties go to lhs
-  template <typename C>
-  __device__ static C lhs(C g, C a, C b) {
-    return a >= b ? g : C(0);
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C a, C b) {
-    return a < b ? g : C(0);
-  }
-};
-struct MinG {
-  template <typename C>
-  __device__ static C lhs(C g, C a, C b) {
-    return a <= b ? g : C(0);
-  }
-  template <typename C>
-  __device__ static C rhs(C g, C a, C b) {
-    return a > b ? g : C(0);
-  }
-};
+// The functors (detail::AddF, AddG, ...) are in ops/defs/elemwise_math.h, shared with the CPU
+// kernels.
 
 template <typename G, bool kLhs>
 struct Term {
@@ -207,52 +109,48 @@ void add_sub_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 
 template <typename F, typename G>
 void reg_arith(OpRegistry& r, const std::string& base, const std::string& elem_name) {
-  r.register_op(elem_name).set_attr(DeviceType::kCUDA, FCompute(binary_compute<F>), "cuda");
-  r.register_op("broadcast_" + base)
-      .set_attr(DeviceType::kCUDA, FCompute(broadcast_compute<F>), "cuda");
-  r.register_op("_backward_broadcast_" + base)
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<G>), "cuda");
+  r.kernels(elem_name).set_attr(DeviceType::kCUDA, FCompute(binary_compute<F>));
+  r.kernels("broadcast_" + base).set_attr(DeviceType::kCUDA, FCompute(broadcast_compute<F>));
+  r.kernels("_backward_broadcast_" + base)
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<G>));
 }
 
 template <typename F>
 void reg_compare(OpRegistry& r, const std::string& base) {
-  r.register_op("_" + base).set_attr(DeviceType::kCUDA, FCompute(binary_compute<F>), "cuda");
-  r.register_op("broadcast_" + base)
-      .set_attr(DeviceType::kCUDA, FCompute(broadcast_compute<F>), "cuda");
+  r.kernels("_" + base).set_attr(DeviceType::kCUDA, FCompute(binary_compute<F>));
+  r.kernels("broadcast_" + base).set_attr(DeviceType::kCUDA, FCompute(broadcast_compute<F>));
 }
 
 }  // namespace
 
 void register_elemwise_binary_kernels(OpRegistry& r) {
-  reg_arith<AddF, AddG>(r, "add", "elemwise_add");
-  reg_arith<SubF, SubG>(r, "sub", "elemwise_sub");
-  reg_arith<MulF, MulG>(r, "mul", "elemwise_mul");
-  reg_arith<DivF, DivG>(r, "div", "elemwise_div");
-  reg_arith<PowF, PowG>(r, "power", "_power");
-  reg_arith<MaxF, MaxG>(r, "maximum", "_maximum");
-  reg_arith<MinF, MinG>(r, "minimum", "_minimum");
+  reg_arith<detail::AddF, detail::AddG>(r, "add", "elemwise_add");
+  reg_arith<detail::SubF, detail::SubG>(r, "sub", "elemwise_sub");
+  reg_arith<detail::MulF, detail::MulG>(r, "mul", "elemwise_mul");
+  reg_arith<detail::DivF, detail::DivG>(r, "div", "elemwise_div");
+  reg_arith<detail::PowF, detail::PowG>(r, "power", "_power");
+  reg_arith<detail::MaxF, detail::MaxG>(r, "maximum", "_maximum");
+  reg_arith<detail::MinF, detail::MinG>(r, "minimum", "_minimum");
 
-  r.register_op("_backward_add")
-      .set_attr(DeviceType::kCUDA, FCompute(add_sub_backward_compute<false>), "cuda");
-  r.register_op("_backward_sub")
-      .set_attr(DeviceType::kCUDA, FCompute(add_sub_backward_compute<true>), "cuda");
-  r.register_op("_backward_mul")
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<MulG>), "cuda");
-  r.register_op("_backward_div")
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<DivG>), "cuda");
-  r.register_op("_backward_power")
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<PowG>), "cuda");
-  r.register_op("_backward_maximum")
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<MaxG>), "cuda");
-  r.register_op("_backward_minimum")
-      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<MinG>), "cuda");
+  r.kernels("_backward_add").set_attr(DeviceType::kCUDA, FCompute(add_sub_backward_compute<false>));
+  r.kernels("_backward_sub").set_attr(DeviceType::kCUDA, FCompute(add_sub_backward_compute<true>));
+  r.kernels("_backward_mul")
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<detail::MulG>));
+  r.kernels("_backward_div")
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<detail::DivG>));
+  r.kernels("_backward_power")
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<detail::PowG>));
+  r.kernels("_backward_maximum")
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<detail::MaxG>));
+  r.kernels("_backward_minimum")
+      .set_attr(DeviceType::kCUDA, FCompute(binary_backward_compute<detail::MinG>));
 
-  reg_compare<EqF>(r, "equal");
-  reg_compare<NeF>(r, "not_equal");
-  reg_compare<GtF>(r, "greater");
-  reg_compare<GeF>(r, "greater_equal");
-  reg_compare<LtF>(r, "lesser");
-  reg_compare<LeF>(r, "lesser_equal");
+  reg_compare<detail::EqF>(r, "equal");
+  reg_compare<detail::NeF>(r, "not_equal");
+  reg_compare<detail::GtF>(r, "greater");
+  reg_compare<detail::GeF>(r, "greater_equal");
+  reg_compare<detail::LtF>(r, "lesser");
+  reg_compare<detail::LeF>(r, "lesser_equal");
 }
 
 }  // namespace weft::cuda

@@ -1,6 +1,6 @@
-// Launchers shared by the CUDA elementwise kernels (elemwise*.cu, init.cu): a req-aware map over
-// one to three same-shape inputs (vectorised for float), the broadcast map and the reduction of a
-// broadcast binary op's gradient over the broadcast axes.
+// Launchers shared by the CUDA elementwise kernels (elemwise*.cu, init_ops.cu): a req-aware map
+// over one to three same-shape inputs (vectorised for float), the broadcast map and the reduction
+// of a broadcast binary op's gradient over the broadcast axes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,6 +12,7 @@
 #include "ops/cuda/device_util.cuh"
 #include "ops/cuda/kernel_util.h"
 #include "ops/defs/elemwise.h"
+#include "ops/defs/elemwise_math.h"
 
 namespace weft::cuda {
 
@@ -404,7 +405,7 @@ void launch_fill(const OpContext& ctx, const char* name, const TensorView& out, 
   const int64_t n = out.size();
   if (req == OpReq::kNull || n == 0) return;
   if (value == 0 && req != OpReq::kAdd) {
-    check(cudaMemsetAsync(out.raw(), 0, out.bytes(), stream_of(ctx)), name, device_of(ctx));
+    memset_on_stream(ctx, out.raw(), 0, out.bytes());
     return;
   }
   if (value == 0) return;  // adding zero
@@ -422,13 +423,12 @@ void launch_fill(const OpContext& ctx, const char* name, const TensorView& out, 
   check_launch(name, ctx);
 }
 
-/// dst = src (device to device, async) unless they are the same memory.
-inline void copy_async(const OpContext& ctx, const char* name, const TensorView& src,
+/// dst = src (device to device, async) unless they are the same memory. A failure names the
+/// runtime call (copy_on_stream), not `name`.
+inline void copy_async(const OpContext& ctx, const char* /*name*/, const TensorView& src,
                        const TensorView& dst) {
   if (src.raw() == dst.raw() || dst.bytes() == 0) return;
-  check(
-      cudaMemcpyAsync(dst.raw(), src.raw(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)),
-      name, device_of(ctx));
+  copy_on_stream(ctx, dst.raw(), src.raw(), dst.bytes());
 }
 
 struct IdentityF {
@@ -437,44 +437,5 @@ struct IdentityF {
     return x;
   }
 };
-
-/// ops/cpu/elemwise_kernels.h's safe_div: 0 for an integer zero divisor, no trap on INT_MIN / -1.
-template <typename C>
-__device__ __forceinline__ C safe_div(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    if (b == 0) return C(0);
-    if constexpr (std::is_signed_v<C>) {
-      if (b == C(-1)) return static_cast<C>(C(0) - a);
-    }
-    return static_cast<C>(a / b);
-  } else {
-    return a / b;
-  }
-}
-
-/// pow for any arithmetic type. Integers: the CPU's static_cast<C>(std::pow(double, double)),
-/// computed exactly (CUDA's double pow may miss an exact integer result by an ulp, which the
-/// truncation would turn into an off-by-one).
-template <typename C>
-__device__ __forceinline__ C any_pow(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    if constexpr (std::is_signed_v<C>) {
-      if (b < 0) {  // |result| < 1 but for a = +-1 (0 ^ negative is inf on the CPU: undefined)
-        if (a == 1) return C(1);
-        if (a == C(-1)) return (b % 2 == 0) ? C(1) : C(-1);
-        return C(0);
-      }
-    }
-    // Unsigned: wraps like the two's complement product, without signed overflow.
-    uint64_t result = 1, base = static_cast<uint64_t>(static_cast<int64_t>(a));
-    for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
-      if (e & 1) result *= base;
-      base *= base;
-    }
-    return static_cast<C>(static_cast<int64_t>(result));
-  } else {
-    return pow(a, b);
-  }
-}
 
 }  // namespace weft::cuda

@@ -9,32 +9,8 @@
 namespace weft::cuda {
 namespace {
 
-// f(x, s) for "x op s"; the reversed ops swap the operands.
-#define WEFT_SCALAR_FUNCTOR(Name, expr)       \
-  struct Name {                               \
-    template <typename C>                     \
-    __device__ C operator()(C x, C s) const { \
-      return static_cast<C>(expr);            \
-    }                                         \
-  }
-
-WEFT_SCALAR_FUNCTOR(PlusS, x + s);
-WEFT_SCALAR_FUNCTOR(MinusS, x - s);
-WEFT_SCALAR_FUNCTOR(RMinusS, s - x);
-WEFT_SCALAR_FUNCTOR(MulS, x* s);
-WEFT_SCALAR_FUNCTOR(DivS, safe_div(x, s));
-WEFT_SCALAR_FUNCTOR(RDivS, safe_div(s, x));
-WEFT_SCALAR_FUNCTOR(PowS, any_pow(x, s));
-WEFT_SCALAR_FUNCTOR(RPowS, any_pow(s, x));
-WEFT_SCALAR_FUNCTOR(MaxS, x > s ? x : s);
-WEFT_SCALAR_FUNCTOR(MinS, x < s ? x : s);
-WEFT_SCALAR_FUNCTOR(EqS, x == s);
-WEFT_SCALAR_FUNCTOR(NeS, x != s);
-WEFT_SCALAR_FUNCTOR(GtS, x > s);
-WEFT_SCALAR_FUNCTOR(GeS, x >= s);
-WEFT_SCALAR_FUNCTOR(LtS, x < s);
-WEFT_SCALAR_FUNCTOR(LeS, x <= s);
-#undef WEFT_SCALAR_FUNCTOR
+// The functors (PlusS, RDivSG, ...) are in ops/defs/elemwise_math.h, shared with the CPU
+// kernels.
 
 /// f(x, s) with s in the computation type.
 template <typename F, typename C>
@@ -49,39 +25,6 @@ struct BindDouble {
   template <typename C>
   __device__ C operator()(C x) const {
     return static_cast<C>(F{}(static_cast<double>(x), s));
-  }
-};
-
-// Backward: derivative factor d(x op s)/dx from (v, s), v being the forward input or output (as
-// the CPU op registered it).
-struct RDivSG {  // -s/x^2
-  template <typename C>
-  __device__ static C grad(C x, C s) {
-    return -s / (x * x);
-  }
-};
-struct PowSG {  // s x^(s-1)
-  template <typename C>
-  __device__ static C grad(C x, C s) {
-    return s * pow(x, s - C(1));
-  }
-};
-struct RPowSG {  // y log(s), from the output y
-  template <typename C>
-  __device__ static C grad(C y, C s) {
-    return y * log(s);
-  }
-};
-struct MaxSG {
-  template <typename C>
-  __device__ static C grad(C x, C s) {
-    return x >= s ? C(1) : C(0);
-  }
-};
-struct MinSG {
-  template <typename C>
-  __device__ static C grad(C x, C s) {
-    return x <= s ? C(1) : C(0);
   }
 };
 
@@ -130,35 +73,34 @@ void scalar_backward_compute(const OpAttrs& attrs, const OpContext& ctx,
 
 template <typename F>
 void reg_scalar(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr(DeviceType::kCUDA, FCompute(scalar_compute<F>), "cuda");
+  r.kernels(name).set_attr(DeviceType::kCUDA, FCompute(scalar_compute<F>));
 }
 
 template <typename F, typename G>
 void reg_scalar_with_backward(OpRegistry& r, const std::string& name) {
   reg_scalar<F>(r, name);
-  r.register_op("_backward" + name)
-      .set_attr(DeviceType::kCUDA, FCompute(scalar_backward_compute<G>), "cuda");
+  r.kernels("_backward" + name).set_attr(DeviceType::kCUDA, FCompute(scalar_backward_compute<G>));
 }
 
 }  // namespace
 
 void register_elemwise_scalar_kernels(OpRegistry& r) {
-  reg_scalar<PlusS>(r, "_plus_scalar");
-  reg_scalar<MinusS>(r, "_minus_scalar");
-  reg_scalar<RMinusS>(r, "_rminus_scalar");
-  reg_scalar<MulS>(r, "_mul_scalar");
-  reg_scalar<DivS>(r, "_div_scalar");
-  reg_scalar_with_backward<RDivS, RDivSG>(r, "_rdiv_scalar");
-  reg_scalar_with_backward<PowS, PowSG>(r, "_power_scalar");
-  reg_scalar_with_backward<RPowS, RPowSG>(r, "_rpower_scalar");
-  reg_scalar_with_backward<MaxS, MaxSG>(r, "_maximum_scalar");
-  reg_scalar_with_backward<MinS, MinSG>(r, "_minimum_scalar");
-  reg_scalar<EqS>(r, "_equal_scalar");
-  reg_scalar<NeS>(r, "_not_equal_scalar");
-  reg_scalar<GtS>(r, "_greater_scalar");
-  reg_scalar<GeS>(r, "_greater_equal_scalar");
-  reg_scalar<LtS>(r, "_lesser_scalar");
-  reg_scalar<LeS>(r, "_lesser_equal_scalar");
+  reg_scalar<detail::PlusS>(r, "_plus_scalar");
+  reg_scalar<detail::MinusS>(r, "_minus_scalar");
+  reg_scalar<detail::RMinusS>(r, "_rminus_scalar");
+  reg_scalar<detail::MulS>(r, "_mul_scalar");
+  reg_scalar<detail::DivS>(r, "_div_scalar");
+  reg_scalar_with_backward<detail::RDivS, detail::RDivSG>(r, "_rdiv_scalar");
+  reg_scalar_with_backward<detail::PowS, detail::PowSG>(r, "_power_scalar");
+  reg_scalar_with_backward<detail::RPowS, detail::RPowSG>(r, "_rpower_scalar");
+  reg_scalar_with_backward<detail::MaxS, detail::MaxSG>(r, "_maximum_scalar");
+  reg_scalar_with_backward<detail::MinS, detail::MinSG>(r, "_minimum_scalar");
+  reg_scalar<detail::EqS>(r, "_equal_scalar");
+  reg_scalar<detail::NeS>(r, "_not_equal_scalar");
+  reg_scalar<detail::GtS>(r, "_greater_scalar");
+  reg_scalar<detail::GeS>(r, "_greater_equal_scalar");
+  reg_scalar<detail::LtS>(r, "_lesser_scalar");
+  reg_scalar<detail::LeS>(r, "_lesser_equal_scalar");
 }
 
 }  // namespace weft::cuda

@@ -81,9 +81,7 @@ void normalize_typed(const OpAttrs& attrs, const OpContext& ctx, const TensorVie
   Scratch dev(ctx, consts.size() * sizeof(T));
   cudaStream_t st = stream_of(ctx);
   // From pageable memory the copy is staged before the call returns, so `consts` may go.
-  WEFT_CUDA_CALL(cudaMemcpyAsync(dev.get(), consts.data(), consts.size() * sizeof(T),
-                                 cudaMemcpyHostToDevice, st),
-                 device_of(ctx));
+  copy_from_host(ctx, dev.get(), consts.data(), consts.size() * sizeof(T));
   scale_channels_kernel<T>
       <<<grid_for(total), kBlockSize, 0, st>>>(typed<const T>(x), typed<T>(y), add, total, c,
                                                x.dim(-2) * x.dim(-1), dev.as<T>(), dev.as<T>() + c);
@@ -122,8 +120,7 @@ void flip_or_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& 
   cudaStream_t st = stream_of(ctx);
   if (!flip && !add) {
     if (out.raw() != in.raw()) {
-      WEFT_CUDA_CALL(cudaMemcpyAsync(out.raw(), in.raw(), in.bytes(), cudaMemcpyDeviceToDevice, st),
-                     device_of(ctx));
+      copy_on_stream(ctx, out.raw(), in.raw(), in.bytes());
     }
     return;
   }
@@ -154,19 +151,15 @@ void random_flip_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 }  // namespace
 
 void register_image_kernels(OpRegistry& r) {
-  r.register_op("_image_to_tensor")
-      .set_attr(DeviceType::kCUDA, FCompute(to_tensor_forward), "cuda");
-  r.register_op("_image_normalize").set_attr(DeviceType::kCUDA, FCompute(normalize<false>), "cuda");
-  r.register_op("_backward_image_normalize")
-      .set_attr(DeviceType::kCUDA, FCompute(normalize<true>), "cuda");
-  r.register_op("_image_flip_left_right")
-      .set_attr(DeviceType::kCUDA, FCompute(flip_forward<true>), "cuda");
-  r.register_op("_image_flip_top_bottom")
-      .set_attr(DeviceType::kCUDA, FCompute(flip_forward<false>), "cuda");
-  r.register_op("_image_random_flip_left_right")
-      .set_attr(DeviceType::kCUDA, FCompute(random_flip_forward<true>), "cuda");
-  r.register_op("_image_random_flip_top_bottom")
-      .set_attr(DeviceType::kCUDA, FCompute(random_flip_forward<false>), "cuda");
+  r.kernels("_image_to_tensor").set_attr(DeviceType::kCUDA, FCompute(to_tensor_forward));
+  r.kernels("_image_normalize").set_attr(DeviceType::kCUDA, FCompute(normalize<false>));
+  r.kernels("_backward_image_normalize").set_attr(DeviceType::kCUDA, FCompute(normalize<true>));
+  r.kernels("_image_flip_left_right").set_attr(DeviceType::kCUDA, FCompute(flip_forward<true>));
+  r.kernels("_image_flip_top_bottom").set_attr(DeviceType::kCUDA, FCompute(flip_forward<false>));
+  r.kernels("_image_random_flip_left_right")
+      .set_attr(DeviceType::kCUDA, FCompute(random_flip_forward<true>));
+  r.kernels("_image_random_flip_top_bottom")
+      .set_attr(DeviceType::kCUDA, FCompute(random_flip_forward<false>));
 }
 
 }  // namespace weft::cuda

@@ -79,8 +79,7 @@ void crop_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const T
   if (req[0] == OpReq::kNull || out[0].size() == 0) return;
   const bool add = req[0] == OpReq::kAdd;
   if (!add) {
-    WEFT_CUDA_CALL(cudaMemsetAsync(out[0].raw(), 0, out[0].bytes(), stream_of(ctx)),
-                   device_of(ctx));
+    memset_on_stream(ctx, out[0].raw(), 0, out[0].bytes());
   }
   crop_copy(attrs, ctx, out[0], in[0], false, add);
 }
@@ -195,9 +194,7 @@ void resize_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
   cudaStream_t st = stream_of(ctx);
   if (!add && out[0].shape_of() == in[0].shape_of()) {  // OpenCV copies equal sizes
     if (out[0].raw() != in[0].raw()) {
-      WEFT_CUDA_CALL(
-          cudaMemcpyAsync(out[0].raw(), in[0].raw(), in[0].bytes(), cudaMemcpyDeviceToDevice, st),
-          device_of(ctx));
+      copy_on_stream(ctx, out[0].raw(), in[0].raw(), in[0].bytes());
     }
     return;
   }
@@ -238,10 +235,9 @@ void resize_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 }  // namespace
 
 void register_image_crop_resize_kernels(OpRegistry& r) {
-  r.register_op("_image_crop").set_attr(DeviceType::kCUDA, FCompute(crop_forward), "cuda");
-  r.register_op("_backward_image_crop")
-      .set_attr(DeviceType::kCUDA, FCompute(crop_backward), "cuda");
-  r.register_op("_image_resize").set_attr(DeviceType::kCUDA, FCompute(resize_forward), "cuda");
+  r.kernels("_image_crop").set_attr(DeviceType::kCUDA, FCompute(crop_forward));
+  r.kernels("_backward_image_crop").set_attr(DeviceType::kCUDA, FCompute(crop_backward));
+  r.kernels("_image_resize").set_attr(DeviceType::kCUDA, FCompute(resize_forward));
 }
 
 }  // namespace weft::cuda

@@ -10,6 +10,7 @@
 
 #include "devices/cuda_check.h"
 #include "devices/cuda_handles.h"
+#include "devices/device_api.h"
 #include "memory/allocator.h"
 #include "ops/op.h"
 
@@ -21,6 +22,34 @@ inline cudaStream_t stream_of(const OpContext& ctx) {
 }
 /// The op's device ordinal.
 inline int device_of(const OpContext& ctx) { return ctx.run.device.id; }
+
+// Memory operations of a kernel, queued on the op's stream through the CUDA DeviceAPI, the one
+// caller of the runtime's memset, copy and synchronisation (Note [DeviceAPI owns the runtime] in
+// devices/device_api.h); kernels launch and call cuBLAS/cuDNN on the stream they are given, and
+// nothing else. Each throws Error naming the call and the device on failure.
+
+/// The CUDA DeviceAPI (looked up per call: tests may register their own).
+inline DeviceAPI& cuda_api() { return *DeviceAPI::get(DeviceType::kCUDA); }
+/// Sets `bytes` bytes at `dst` (memory of the op's device) to `value`.
+inline void memset_on_stream(const OpContext& ctx, void* dst, int value, size_t bytes) {
+  cuda_api().memset(dst, value, bytes, ctx.run.stream);
+}
+/// Copies `bytes` between two buffers of the op's device.
+inline void copy_on_stream(const OpContext& ctx, void* dst, const void* src, size_t bytes) {
+  cuda_api().copy(dst, ctx.run.device, src, ctx.run.device, bytes, ctx.run.stream);
+}
+/// Copies `bytes` of host memory to the op's device. From pageable memory the runtime stages the
+/// data before returning, so `src` may go once this returns.
+inline void copy_from_host(const OpContext& ctx, void* dst, const void* src, size_t bytes) {
+  cuda_api().copy(dst, ctx.run.device, src, Device::cpu(), bytes, ctx.run.stream);
+}
+/// Copies `bytes` of the op's device memory to the host and waits for the stream, so `dst` holds
+/// them on return (a kernel that needs device data on the host to size its work).
+inline void copy_to_host_sync(const OpContext& ctx, void* dst, const void* src, size_t bytes) {
+  cuda_api().copy(dst, Device::cpu(), src, ctx.run.device, bytes, ctx.run.stream);
+  cuda_api().synchronize(ctx.run.stream);
+}
+
 /// cuBLAS/cuBLASLt/cuDNN handles bound to the op's stream.
 inline StreamHandles& handles(const OpContext& ctx) { return handles_for(ctx.run.stream); }
 

@@ -161,10 +161,10 @@ void adamw_update(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }  // namespace
 
 void register_misc_kernels(OpRegistry& r) {
-  r.register_op("sgd_update").set_attr(DeviceType::kCUDA, FCompute(sgd_update), "cuda");
-  r.register_op("sgd_mom_update").set_attr(DeviceType::kCUDA, FCompute(sgd_mom_update), "cuda");
-  r.register_op("adam_update").set_attr(DeviceType::kCUDA, FCompute(adam_update), "cuda");
-  r.register_op("adamw_update").set_attr(DeviceType::kCUDA, FCompute(adamw_update), "cuda");
+  r.kernels("sgd_update").set_attr(DeviceType::kCUDA, FCompute(sgd_update));
+  r.kernels("sgd_mom_update").set_attr(DeviceType::kCUDA, FCompute(sgd_mom_update));
+  r.kernels("adam_update").set_attr(DeviceType::kCUDA, FCompute(adam_update));
+  r.kernels("adamw_update").set_attr(DeviceType::kCUDA, FCompute(adamw_update));
   register_misc_ctc_kernels(r);
   register_misc_upsampling_kernels(r);
   register_image_kernels(r);

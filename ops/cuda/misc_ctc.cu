@@ -244,8 +244,8 @@ void ctc_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Te
 }  // namespace
 
 void register_misc_ctc_kernels(OpRegistry& r) {
-  r.register_op("_contrib_CTCLoss").set_attr(DeviceType::kCUDA, FCompute(ctc_forward), "cuda");
-  r.register_op("_backward_CTCLoss").set_attr(DeviceType::kCUDA, FCompute(ctc_backward), "cuda");
+  r.kernels("_contrib_CTCLoss").set_attr(DeviceType::kCUDA, FCompute(ctc_forward));
+  r.kernels("_backward_CTCLoss").set_attr(DeviceType::kCUDA, FCompute(ctc_backward));
 }
 
 }  // namespace weft::cuda

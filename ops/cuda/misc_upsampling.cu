@@ -210,9 +210,8 @@ void upsampling_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 }  // namespace
 
 void register_misc_upsampling_kernels(OpRegistry& r) {
-  r.register_op("UpSampling").set_attr(DeviceType::kCUDA, FCompute(upsampling_forward), "cuda");
-  r.register_op("_backward_UpSampling")
-      .set_attr(DeviceType::kCUDA, FCompute(upsampling_backward), "cuda");
+  r.kernels("UpSampling").set_attr(DeviceType::kCUDA, FCompute(upsampling_forward));
+  r.kernels("_backward_UpSampling").set_attr(DeviceType::kCUDA, FCompute(upsampling_backward));
 }
 
 }  // namespace weft::cuda

@@ -404,10 +404,10 @@ void ln_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const Ten
 }  // namespace
 
 void register_norm_kernels(OpRegistry& r) {
-  r.register_op("BatchNorm").set_attr(DeviceType::kCUDA, FCompute(bn_forward), "cuda");
-  r.register_op("_backward_BatchNorm").set_attr(DeviceType::kCUDA, FCompute(bn_backward), "cuda");
-  r.register_op("LayerNorm").set_attr(DeviceType::kCUDA, FCompute(ln_forward), "cuda");
-  r.register_op("_backward_LayerNorm").set_attr(DeviceType::kCUDA, FCompute(ln_backward), "cuda");
+  r.kernels("BatchNorm").set_attr(DeviceType::kCUDA, FCompute(bn_forward));
+  r.kernels("_backward_BatchNorm").set_attr(DeviceType::kCUDA, FCompute(bn_backward));
+  r.kernels("LayerNorm").set_attr(DeviceType::kCUDA, FCompute(ln_forward));
+  r.kernels("_backward_LayerNorm").set_attr(DeviceType::kCUDA, FCompute(ln_backward));
   register_norm_loss_kernels(r);
 }
 

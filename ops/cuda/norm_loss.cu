@@ -169,8 +169,7 @@ void softmax_output_backward(const OpAttrs& attrs, const OpContext& ctx,
         if (p.normalization == LossNorm::kValid) {
           a.divide_by_count = true;
           a.count = count.as<unsigned long long>();
-          WEFT_CUDA_CALL(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), st),
-                         device_of(ctx));
+          memset_on_stream(ctx, count.get(), 0, sizeof(unsigned long long));
           const int64_t nl = in[2].size();
           count_valid_kernel<LT><<<std::min(grid_for(nl), 1024u), kBlockSize, 0, st>>>(
               lab, nl, a.ignore, count.as<unsigned long long>());
@@ -247,18 +246,16 @@ void regression_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 
 template <int kKind>
 void register_regression(OpRegistry& r, const std::string& name) {
-  r.register_op(name).set_attr(DeviceType::kCUDA, FCompute(regression_forward<kKind>), "cuda");
-  r.register_op("_backward_" + name)
-      .set_attr(DeviceType::kCUDA, FCompute(regression_backward<kKind>), "cuda");
+  r.kernels(name).set_attr(DeviceType::kCUDA, FCompute(regression_forward<kKind>));
+  r.kernels("_backward_" + name).set_attr(DeviceType::kCUDA, FCompute(regression_backward<kKind>));
 }
 
 }  // namespace
 
 void register_norm_loss_kernels(OpRegistry& r) {
-  r.register_op("SoftmaxOutput")
-      .set_attr(DeviceType::kCUDA, FCompute(softmax_output_forward), "cuda");
-  r.register_op("_backward_SoftmaxOutput")
-      .set_attr(DeviceType::kCUDA, FCompute(softmax_output_backward), "cuda");
+  r.kernels("SoftmaxOutput").set_attr(DeviceType::kCUDA, FCompute(softmax_output_forward));
+  r.kernels("_backward_SoftmaxOutput")
+      .set_attr(DeviceType::kCUDA, FCompute(softmax_output_backward));
   register_regression<kLinear>(r, "LinearRegressionOutput");
   register_regression<kLogistic>(r, "LogisticRegressionOutput");
   register_regression<kMAE>(r, "MAERegressionOutput");

@@ -1,5 +1,5 @@
 // CUDA kernels: the reduce family (see ops/cuda/register.h): sum, mean, max, min and their
-// backward ops, argmax, argmin; softmax and friends are in reduce_softmax.cu.
+// backward ops, argmax, argmin; softmax and friends are in softmax.cu.
 #include <algorithm>
 
 #include "ops/cuda/kernel_util.h"
@@ -420,7 +420,7 @@ void arg_reduce(const OpAttrs& attrs, const OpContext& ctx, std::span<const Tens
 
 void register_reduce_kernels(OpRegistry& r) {
   auto reg = [&r](const char* name, FCompute f) {
-    r.register_op(name).set_attr(DeviceType::kCUDA, std::move(f), "cuda");
+    r.kernels(name).set_attr(DeviceType::kCUDA, std::move(f));
   };
   reg("sum", reduce_forward<ReduceKind::kSum>);
   reg("mean", reduce_forward<ReduceKind::kMean>);

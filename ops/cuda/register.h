@@ -1,5 +1,5 @@
 // The CUDA kernel families. Each adds a CUDA FCompute (or stateful kernel) to operators that the
-// device-neutral definitions in ops/ registered, by name: r.register_op("exp").set_attr(...).
+// device-neutral definitions in ops/ registered, by name: r.kernels("exp").set_attr(...).
 #pragma once
 
 #include "ops/op.h"
@@ -10,7 +10,8 @@ namespace weft::cuda {
 // broadcast binary ops, scalar ops, comparisons, clip, where, add_n, Cast, _copy, BlockGrad and
 // their backward ops.
 void register_elemwise_kernels(OpRegistry& r);
-// init.cu: _zeros, _ones, _full, _arange, zeros_like, ones_like, _random_uniform, _random_normal.
+// init_ops.cu: _zeros, _ones, _full, _arange, zeros_like, ones_like, _random_uniform,
+// _random_normal.
 void register_init_kernels(OpRegistry& r);
 // reduce.cu: sum, mean, max, min, argmax, argmin, softmax, log_softmax, SoftmaxActivation and
 // their backward ops.
@@ -18,11 +19,13 @@ void register_reduce_kernels(OpRegistry& r);
 // shape.cu: Reshape, Flatten, expand_dims, squeeze, transpose, slice, slice_axis, Concat, stack,
 // SliceChannel, tile, broadcast_to, Crop, _layout_reorder and their backward ops.
 void register_shape_kernels(OpRegistry& r);
-// indexing.cu: Embedding, one_hot, pick, take-like ops and their backward ops.
+// indexing_ops.cu: Embedding, one_hot, pick, take-like ops and their backward ops.
 void register_indexing_kernels(OpRegistry& r);
-// blas.cc/.cu: FullyConnected, _fused_fc_act, dot, batch_dot (cuBLAS/cuBLASLt) and backward.
-void register_blas_kernels(OpRegistry& r);
-// cudnn_conv.cc, cudnn_nn.cc: Convolution, Deconvolution, _fused_conv_bn_act, Pooling,
+// fully_connected.cc: FullyConnected, _fused_fc_act and backward (cuBLAS GEMMs, blas.cc).
+void register_fully_connected_kernels(OpRegistry& r);
+// dot.cc: dot, batch_dot and backward (cuBLAS GEMMs, blas.cc).
+void register_dot_kernels(OpRegistry& r);
+// conv.cc, conv_fused.cc, cudnn_nn.cc: Convolution, Deconvolution, _fused_conv_bn_act, Pooling,
 // Activation, LeakyReLU, LRN, Dropout (cuDNN) and backward.
 void register_cudnn_kernels(OpRegistry& r);
 // norm.cu: BatchNorm, LayerNorm and the regression/softmax outputs and their backward ops.

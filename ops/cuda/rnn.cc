@@ -63,16 +63,13 @@ void gemm(const OpContext& ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t 
 template <typename DT>
 void copy(const OpContext& ctx, DT* dst, const DT* src, int64_t n) {
   if (n <= 0) return;
-  WEFT_CUDA_CALL(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(DT),
-                                 cudaMemcpyDeviceToDevice, stream_of(ctx)),
-                 device_of(ctx));
+  copy_on_stream(ctx, dst, src, static_cast<size_t>(n) * sizeof(DT));
 }
 
 template <typename DT>
 void zero(const OpContext& ctx, DT* dst, int64_t n) {
   if (n <= 0) return;
-  WEFT_CUDA_CALL(cudaMemsetAsync(dst, 0, static_cast<size_t>(n) * sizeof(DT), stream_of(ctx)),
-                 device_of(ctx));
+  memset_on_stream(ctx, dst, 0, static_cast<size_t>(n) * sizeof(DT));
 }
 
 rnn::RnnDims dims_of(const RnnParam& p, const Shape& data) {
@@ -398,8 +395,8 @@ void register_rnn_kernels(OpRegistry& r) {
   // One implementation in the kernel slot: cuDNN declines per application (by returning false),
   // which the slot's ordered list cannot express (its first kernel always runs), so the dispatch
   // is inside; rnn_path_counts() tells which path ran.
-  r.register_op("RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_forward, "cuda");
-  r.register_op("_backward_RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_backward, "cuda");
+  r.kernels("RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_forward);
+  r.kernels("_backward_RNN").set_attr<FCompute>(DeviceType::kCUDA, rnn_backward);
 }
 
 }  // namespace weft::cuda

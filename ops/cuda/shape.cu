@@ -1,7 +1,7 @@
 // CUDA kernels: the shape family (see ops/cuda/register.h): the strided copy every shape op
 // shares, Reshape, Flatten, expand_dims, squeeze, transpose, Concat, stack, SliceChannel, Crop,
 // _layout_reorder and their backward ops. slice, slice_axis, tile and broadcast_to are in
-// indexing.cu.
+// indexing_ops.cu.
 #include <algorithm>
 #include <vector>
 
@@ -15,10 +15,6 @@ namespace weft::cuda {
 
 namespace {
 
-using detail::ConcatParam;
-using detail::CropParam;
-using detail::SliceChannelParam;
-using detail::StackParam;
 using detail::TransposeParam;
 
 // ---- the strided copy -----------------------------------------------------------------------
@@ -142,9 +138,7 @@ void strided_copy(const OpContext& ctx, void* dst, const int64_t* dst_strides, c
       << "CUDA strided copy over more than " << kMaxDims << " dims";
   const size_t esize = dtype_size(dtype);
   if (!add && sz.size() == 1 && ds[0] == 1 && ss[0] == 1) {
-    WEFT_CUDA_CALL(cudaMemcpyAsync(dst, src, static_cast<size_t>(total) * esize,
-                                   cudaMemcpyDeviceToDevice, stream_of(ctx)),
-                   device_of(ctx));
+    copy_on_stream(ctx, dst, src, static_cast<size_t>(total) * esize);
     return;
   }
   CopyPlan p;
@@ -179,7 +173,7 @@ void strided_copy(const OpContext& ctx, void* dst, const int64_t* dst_strides, c
 
 void zero_fill(const OpContext& ctx, void* dst, size_t bytes) {
   if (bytes == 0) return;
-  WEFT_CUDA_CALL(cudaMemsetAsync(dst, 0, bytes, stream_of(ctx)), device_of(ctx));
+  memset_on_stream(ctx, dst, 0, bytes);
 }
 
 void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const TensorView& out) {
@@ -191,23 +185,7 @@ void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const Ten
 
 namespace {
 
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
-
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  std::vector<int64_t> s(static_cast<size_t>(std::max(v.ndim, 0)), 1);
-  for (int k = v.ndim - 2; k >= 0; --k) s[k] = s[k + 1] * v.shape[k + 1];
-  return s;
-}
-
-int norm_axis(int64_t axis, int ndim) { return static_cast<int>(axis < 0 ? axis + ndim : axis); }
-
-int64_t prod(const TensorView& v, int b, int e) {
-  int64_t n = 1;
-  for (int k = b; k < e; ++k) n *= v.shape[k];
-  return n;
-}
+using detail::compact_strides;
 
 // The reshape-like ops and their backward ops: (data | out_grad, data) -> same bytes.
 void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
@@ -220,123 +198,43 @@ void transpose_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<con
   if (req[0] == OpReq::kNull) return;
   const TensorView& x = in[0];
   const TensorView& y = out[0];
-  const Shape& axes = attrs.params<TransposeParam>().axes;
+  const std::vector<int> perm =
+      detail::transpose_perm(attrs, attrs.params<TransposeParam>().axes, x.ndim);
   const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
   std::vector<int64_t> src(static_cast<size_t>(x.ndim));
-  for (int i = 0; i < x.ndim; ++i) {
-    const int a = axes.ndim() == 0 ? x.ndim - 1 - i : norm_axis(axes[i], x.ndim);
-    src[i] = xs[a];
-  }
+  for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
   strided_copy(ctx, y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
                req[0] == OpReq::kAdd);
 }
 
-// Between a compact block `part` (outer, rows*inner) and rows [row0, row0+rows) of `whole`
-// (outer, whole_rows*inner), as the CPU's block_copy.
-void block_copy(const OpContext& ctx, const TensorView& whole, int64_t whole_rows,
-                const TensorView& part, int64_t row0, int64_t rows, int64_t outer, int64_t inner,
-                OpReq req, bool to_whole) {
-  if (req == OpReq::kNull || outer * rows * inner == 0) return;
-  const int64_t shape[2] = {outer, rows * inner};
-  const int64_t ws[2] = {whole_rows * inner, 1}, ps[2] = {rows * inner, 1};
-  char* w = elem_ptr(whole, row0 * inner);
-  const bool add = req == OpReq::kAdd;
-  if (to_whole) {
-    strided_copy(ctx, w, ws, part.raw(), ps, shape, 2, whole.dtype(), add);
-  } else {
-    strided_copy(ctx, part.raw(), ps, w, ws, shape, 2, whole.dtype(), add);
-  }
-}
-
 void concat_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& y = out[0];
-  const int axis = norm_axis(attrs.params<ConcatParam>().dim, y.ndim);
-  const int64_t outer = prod(y, 0, axis), inner = prod(y, axis + 1, y.ndim);
-  int64_t row = 0;
-  for (const auto& x : in) {
-    block_copy(ctx, y, y.shape[axis], x, row, x.shape[axis], outer, inner, req[0], true);
-    row += x.shape[axis];
-  }
+  cuda_moves(ctx).concat_forward(attrs, in, req, out);
 }
-
 void concat_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& og = in[0];
-  const int axis = norm_axis(attrs.params<ConcatParam>().dim, og.ndim);
-  const int64_t outer = prod(og, 0, axis), inner = prod(og, axis + 1, og.ndim);
-  int64_t row = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    block_copy(ctx, og, og.shape[axis], out[i], row, out[i].shape[axis], outer, inner, req[i],
-               false);
-    row += out[i].shape[axis];
-  }
+  cuda_moves(ctx).concat_backward(attrs, in, req, out);
 }
-
-int stack_axis(const OpAttrs& attrs, int in_ndim) {
-  return static_cast<int>(norm_axis(attrs.params<StackParam>().axis, in_ndim + 1));
-}
-
 void stack_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = in[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = prod(x0, 0, axis), inner = prod(x0, axis, x0.ndim);
-  const auto n = static_cast<int64_t>(in.size());
-  for (int64_t i = 0; i < n; ++i)
-    block_copy(ctx, out[0], n, in[i], i, 1, outer, inner, req[0], true);
+  cuda_moves(ctx).stack_forward(attrs, in, req, out);
 }
-
 void stack_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
-  const TensorView& x0 = out[0];
-  const int axis = stack_axis(attrs, x0.ndim);
-  const int64_t outer = prod(x0, 0, axis), inner = prod(x0, axis, x0.ndim);
-  const auto n = static_cast<int64_t>(out.size());
-  for (int64_t i = 0; i < n; ++i)
-    block_copy(ctx, in[0], n, out[i], i, 1, outer, inner, req[i], false);
+  cuda_moves(ctx).stack_backward(attrs, in, req, out);
 }
-
 void slice_channel_forward(const OpAttrs& attrs, const OpContext& ctx,
                            std::span<const TensorView> in, std::span<const OpReq> req,
                            std::span<const TensorView> out) {
-  const auto& p = attrs.params<SliceChannelParam>();
-  const TensorView& x = in[0];
-  const int axis = norm_axis(p.axis, x.ndim);
-  const int64_t n = p.num_outputs, part = x.shape[axis] / n;
-  const int64_t outer = prod(x, 0, axis), inner = prod(x, axis + 1, x.ndim);
-  for (int64_t i = 0; i < n; ++i)
-    block_copy(ctx, x, x.shape[axis], out[i], i * part, part, outer, inner, req[i], false);
+  cuda_moves(ctx).slice_channel_forward(attrs, in, req, out);
 }
-
-// Between the crop window of `data` (N, C, H, W) and the compact `part` (N, C, h, w); shape
-// inference checked that the window fits.
-void crop_copy(const OpAttrs& attrs, const OpContext& ctx, const TensorView& data,
-               const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const auto& p = attrs.params<CropParam>();
-  const int64_t H = data.shape[2], W = data.shape[3], h = part.shape[2], w = part.shape[3];
-  const int64_t y0 = p.center_crop ? (H - h) / 2 : p.offset[0];
-  const int64_t x0 = p.center_crop ? (W - w) / 2 : p.offset[1];
-  const int64_t shape[3] = {data.shape[0] * data.shape[1], h, w};
-  const int64_t ds[3] = {H * W, W, 1}, ps[3] = {h * w, w, 1};
-  char* window = elem_ptr(data, y0 * W + x0);
-  const bool add = req == OpReq::kAdd;
-  if (to_data) {
-    if (!add) zero_fill(ctx, data.raw(), data.bytes());
-    strided_copy(ctx, window, ds, part.raw(), ps, shape, 3, data.dtype(), add);
-  } else {
-    strided_copy(ctx, part.raw(), ps, window, ds, shape, 3, data.dtype(), add);
-  }
-}
-
 void crop_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, in[0], out[0], req[0], false);
+  cuda_moves(ctx).crop_copy(attrs, in[0], out[0], req[0], false);
 }
 void crop_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  crop_copy(attrs, ctx, out[0], in[0], req[0], true);
+  cuda_moves(ctx).crop_copy(attrs, out[0], in[0], req[0], true);
 }
 
 // On CUDA every tensor is plain, so a reorder is a copy.
@@ -349,7 +247,7 @@ void reorder_forward(const OpAttrs&, const OpContext& ctx, std::span<const Tenso
 
 void register_shape_kernels(OpRegistry& r) {
   auto reg = [&r](const char* name, FCompute f) {
-    r.register_op(name).set_attr(DeviceType::kCUDA, std::move(f), "cuda");
+    r.kernels(name).set_attr(DeviceType::kCUDA, std::move(f));
   };
   for (const char* name : {"Reshape", "_backward_Reshape", "Flatten", "_backward_Flatten",
                            "expand_dims", "_backward_expand_dims", "squeeze", "_backward_squeeze"})

@@ -1,5 +1,5 @@
 // Host entry points shared by the reduce, shape and indexing CUDA families (ops/cuda/reduce.cu,
-// shape.cu, indexing.cu). Everything is queued on the op's stream.
+// shape.cu, indexing_ops.cu). Everything is queued on the op's stream.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "ops/defs/block_moves.h"
 #include "ops/op.h"
 
 namespace weft::cuda {
@@ -20,6 +21,20 @@ void strided_copy(const OpContext& ctx, void* dst, const int64_t* dst_strides, c
                   bool add);
 /// Zeroes `bytes` bytes at `dst`.
 void zero_fill(const OpContext& ctx, void* dst, size_t bytes);
+/// CUDA's half of BlockMoves (ops/defs/block_moves.h): strided_copy and zero_fill on the
+/// kernel's stream.
+struct CudaCopier {
+  const OpContext* ctx = nullptr;
+  void copy(void* dst, const int64_t* dst_strides, const void* src, const int64_t* src_strides,
+            const int64_t* shape, int ndim, DType dtype, bool add) const {
+    strided_copy(*ctx, dst, dst_strides, src, src_strides, shape, ndim, dtype, add);
+  }
+  void zero(void* dst, size_t bytes) const { zero_fill(*ctx, dst, bytes); }
+};
+/// The block moves of a CUDA kernel call.
+inline detail::BlockMoves<CudaCopier> cuda_moves(const OpContext& ctx) {
+  return detail::BlockMoves<CudaCopier>(CudaCopier{&ctx});
+}
 /// out = in (or += with kAdd) for equal sizes; nothing when writing onto the same memory.
 void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const TensorView& out);
 

@@ -60,7 +60,7 @@ bool leaky_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_activation_ops(OpRegistry& r) {
-  r.register_op("Activation")
+  r.define_op("Activation")
       .describe(
           "Elementwise activation: relu max(x, 0), sigmoid 1/(1+exp(-x)), tanh, softrelu "
           "log(1+exp(x)) "
@@ -76,14 +76,14 @@ void register_activation_ops(OpRegistry& r) {
                                       {b.out_grad(0), b.input(0), b.output(0)})
                 .at(0)};
       });
-  r.register_op("_backward_Activation")
+  r.define_op("_backward_Activation")
       .describe("Gradient of Activation with respect to data.")
       .set_params<ActivationParam>()
       .set_input_names({"out_grad", "data", "output"})
       .set_output_names({"data_grad"})
       .set_attr<FInferShape>(infer_same_shape);
 
-  r.register_op("LeakyReLU")
+  r.define_op("LeakyReLU")
       .describe(
           "Leaky rectifiers: leaky x>0?x:slope*x; prelu x>0?x:gamma*x with gamma (C,) on axis 1 or "
           "(1,); "
@@ -127,7 +127,7 @@ void register_activation_ops(OpRegistry& r) {
         if (t == LeakyType::kPReLU) return std::vector<GradEntry>{g.at(0), g.at(1)};
         return std::vector<GradEntry>{g.at(0)};
       });
-  r.register_op("_backward_LeakyReLU")
+  r.define_op("_backward_LeakyReLU")
       .describe("Gradient of LeakyReLU with respect to data (and gamma for prelu).")
       .set_params<LeakyReLUParam>()
       .set_attr<FNumInputs>([](const OpAttrs& a) {

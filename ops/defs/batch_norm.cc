@@ -140,7 +140,7 @@ bool bn_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_batch_norm_ops(OpRegistry& r) {
-  r.register_op("BatchNorm")
+  r.define_op("BatchNorm")
       .describe(
           "Batch normalization over the channel axis `axis`. Inference (and use_global_stats) uses "
           "moving_mean/moving_var; training uses the batch mean and biased variance, writes them "
@@ -169,7 +169,7 @@ void register_batch_norm_ops(OpRegistry& r) {
                                       GradBuilder::none()};
       });
 
-  r.register_op("_backward_BatchNorm")
+  r.define_op("_backward_BatchNorm")
       .describe("Gradient of BatchNorm with respect to data, gamma and beta.")
       .set_params<BatchNormParam>()
       .set_input_names({"out_grad", "data", "gamma", "mean", "var", "moving_mean", "moving_var"})

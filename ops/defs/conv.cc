@@ -1,6 +1,6 @@
 // Convolution (1-D, 2-D, 3-D; grouped, depthwise, dilated) and _backward_Convolution: the
 // definitions (params, shape inference, gradient). The kernels are in ops/cpu/conv.cc and
-// ops/cuda/cudnn_conv.cc.
+// ops/cuda/conv.cc.
 #include <string>
 
 #include "ops/defs/conv_common.h"
@@ -98,7 +98,7 @@ bool conv_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_convolution_ops(OpRegistry& r) {
-  r.register_op("Convolution")
+  r.define_op("Convolution")
       .describe(
           "Cross-correlation of data (N, C, *spatial) with weight (num_filter, C/num_group, "
           "*kernel), plus "
@@ -119,7 +119,7 @@ void register_convolution_ops(OpRegistry& r) {
         return grads;
       });
 
-  r.register_op("_backward_Convolution")
+  r.define_op("_backward_Convolution")
       .describe(
           "Gradient of Convolution: inputs (out_grad, data, weight); outputs (d_data, d_weight[, "
           "d_bias]).")

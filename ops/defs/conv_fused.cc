@@ -1,7 +1,7 @@
 // _fused_conv_bn_act: the convolution the executor's inference rewrite (graph/fuse.cc) makes of
 // Convolution [→ BatchNorm] [→ add] [→ activation] chains, and the activation the fused ops share
 // (FusedAct): the definitions (inputs, shape inference, op state). The kernels are in
-// ops/cpu/conv_fused.cc and ops/cuda/cudnn_fused.cc.
+// ops/cpu/conv_fused.cc and ops/cuda/conv_fused.cc.
 #include <atomic>
 #include <string>
 
@@ -171,7 +171,7 @@ std::shared_ptr<OpState> fused_create_state(const OpAttrs& attrs, Device,
 }  // namespace
 
 void register_fused_conv_ops(OpRegistry& r) {
-  r.register_op("_fused_conv_bn_act")
+  r.define_op("_fused_conv_bn_act")
       .describe(
           "Convolution followed by an optional inference BatchNorm (folded into weight and bias), "
           "an optional elementwise add of another tensor (a oneDNN sum post-op) and an optional "

@@ -1,5 +1,5 @@
 // The op state of _fused_conv_bn_act (ops/defs/conv_fused.cc), shared with its CUDA kernel
-// (ops/cuda/cudnn_fused.cc): the convolution's params, which optional inputs the application has,
+// (ops/cuda/conv_fused.cc): the convolution's params, which optional inputs the application has,
 // the BatchNorm and activation constants, and the folded weight and bias of the CPU kernel.
 #pragma once
 

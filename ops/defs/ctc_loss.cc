@@ -70,7 +70,7 @@ bool ctc_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_ctc_loss_ops(OpRegistry& r) {
-  r.register_op("_contrib_CTCLoss")
+  r.define_op("_contrib_CTCLoss")
       .describe(
           "CTC loss of data (T, N, alphabet) of un-normalised activations (softmax taken over the "
           "alphabet) against label (N, L): loss (N,) = -log p(label | data). blank_label=first: "
@@ -103,7 +103,7 @@ void register_ctc_loss_ops(OpRegistry& r) {
   r.add_alias("CTCLoss", "_contrib_CTCLoss");
   r.add_alias("ctc_loss", "_contrib_CTCLoss");
   r.add_alias("_contrib_ctc_loss", "_contrib_CTCLoss");
-  r.register_op("_backward_CTCLoss")
+  r.define_op("_backward_CTCLoss")
       .describe(
           "Gradient of CTCLoss: the hidden gradient scaled by the loss gradient of each sequence.")
       .set_params<CTCLossParam>()

@@ -1,6 +1,6 @@
 // Deconvolution (transposed convolution, 1-D/2-D/3-D, grouped, with adj and target_shape) and
 // _backward_Deconvolution: the definitions (params, shape inference, geometry, gradient). The
-// kernels are in ops/cpu/deconv.cc and ops/cuda/cudnn_conv.cc.
+// kernels are in ops/cpu/deconv.cc and ops/cuda/conv.cc.
 #include <string>
 
 #include "ops/defs/conv_common.h"
@@ -129,7 +129,7 @@ ConvGeom deconv_geom(const OpAttrs& attrs, const Shape& data, const Shape& out) 
 }
 
 void register_deconvolution_ops(OpRegistry& r) {
-  r.register_op("Deconvolution")
+  r.define_op("Deconvolution")
       .describe(
           "Transposed convolution of data (N, C, *spatial) with weight (C, num_filter/num_group, "
           "*kernel), plus "
@@ -150,7 +150,7 @@ void register_deconvolution_ops(OpRegistry& r) {
         return grads;
       });
 
-  r.register_op("_backward_Deconvolution")
+  r.define_op("_backward_Deconvolution")
       .describe(
           "Gradient of Deconvolution: inputs (out_grad, data, weight); outputs (d_data, d_weight[, "
           "d_bias]).")

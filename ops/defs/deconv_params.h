@@ -1,5 +1,5 @@
 // Param struct of Deconvolution and its geometry, shared by the definitions (ops/defs/deconv.cc),
-// the CPU kernels (ops/cpu/deconv.cc) and the CUDA ones (ops/cuda/cudnn_conv.cc).
+// the CPU kernels (ops/cpu/deconv.cc) and the CUDA ones (ops/cuda/conv.cc).
 #pragma once
 
 #include <optional>

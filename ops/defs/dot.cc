@@ -1,6 +1,6 @@
 // dot (1-D, 2-D and MXNet's N-D rule) and batch_dot, with _backward_dot / _backward_batch_dot: the
 // definitions (params, shape inference, gradient). The kernels are in ops/cpu/dot.cc and
-// ops/cuda/blas.cc.
+// ops/cuda/dot.cc.
 #include <string>
 
 #include "ops/defs/conv_common.h"
@@ -125,7 +125,7 @@ std::vector<std::string> dot_grad_names(const OpAttrs&) { return {"lhs_grad", "r
 }  // namespace
 
 void register_dot_ops(OpRegistry& r) {
-  r.register_op("dot")
+  r.define_op("dot")
       .describe(
           "Matrix product. 1-D·1-D is the inner product (shape (1,)); otherwise the last axis of "
           "lhs (the "
@@ -141,7 +141,7 @@ void register_dot_ops(OpRegistry& r) {
         return b.emit_with_forward_attrs("_backward_dot", {b.out_grad(0), b.input(0), b.input(1)});
       });
 
-  r.register_op("_backward_dot")
+  r.define_op("_backward_dot")
       .describe("Gradient of dot: inputs (out_grad, lhs, rhs); outputs (lhs_grad, rhs_grad).")
       .set_params<DotParam>()
       .set_input_names({"out_grad", "lhs", "rhs"})
@@ -149,7 +149,7 @@ void register_dot_ops(OpRegistry& r) {
       .set_attr<FListOutputNames>(dot_grad_names)
       .set_attr<FInferShape>(dot_like_backward_infer_shape);
 
-  r.register_op("batch_dot")
+  r.define_op("batch_dot")
       .describe(
           "Batched matrix product of lhs (B..., M, K) and rhs (B..., K, N) into (B..., M, N); "
           "transpose_a / "
@@ -163,7 +163,7 @@ void register_dot_ops(OpRegistry& r) {
                                          {b.out_grad(0), b.input(0), b.input(1)});
       });
 
-  r.register_op("_backward_batch_dot")
+  r.define_op("_backward_batch_dot")
       .describe("Gradient of batch_dot: inputs (out_grad, lhs, rhs); outputs (lhs_grad, rhs_grad).")
       .set_params<DotParam>()
       .set_input_names({"out_grad", "lhs", "rhs"})

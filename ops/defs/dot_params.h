@@ -1,5 +1,5 @@
 // Param struct of dot and batch_dot, shared by the definitions (ops/defs/dot.cc), the CPU kernels
-// (ops/cpu/dot.cc) and the CUDA ones (ops/cuda/blas.cc).
+// (ops/cpu/dot.cc) and the CUDA ones (ops/cuda/dot.cc).
 #pragma once
 
 #include <cstdint>

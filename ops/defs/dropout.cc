@@ -36,7 +36,7 @@ bool dropout_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_dropout_ops(OpRegistry& r) {
-  r.register_op("Dropout")
+  r.define_op("Dropout")
       .describe(
           "Inverted dropout: in training (or with mode=always) each element (or each mask element, "
           "shared along `axes`) is kept with probability 1-p and scaled by 1/(1-p), else zeroed; "
@@ -70,13 +70,13 @@ void register_dropout_ops(OpRegistry& r) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_Dropout", {b.out_grad(0), b.output(1)}).at(0)};
       });
-  r.register_op("_backward_Dropout")
+  r.define_op("_backward_Dropout")
       .describe("Gradient of Dropout: out_grad times the mask.")
       .set_params<DropoutParam>()
       .set_input_names({"out_grad", "mask"})
       .set_output_names({"data_grad"})
       .set_attr<FInferShape>(dropout_backward_infer_shape);
-  r.register_op("_random_seed_next")
+  r.define_op("_random_seed_next")
       .describe(
           "The next word of each seed word's sequence: data + 0x9E3779B97F4A7C15, wrapping, on "
           "int64 words. A captured CUDA graph advances its random seed with it on the device, once "

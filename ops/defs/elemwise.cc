@@ -69,7 +69,7 @@ void register_elemwise_ops(OpRegistry& r) {
   register_elemwise_scalar_ops(r);
   register_layout_ops(r);
 
-  r.register_op("add_n")
+  r.define_op("add_n")
       .describe("Sums num_args arrays of one shape elementwise.")
       .set_params<AddNParam>()
       .set_attr<FNumInputs>(
@@ -84,7 +84,7 @@ void register_elemwise_ops(OpRegistry& r) {
       });
   r.add_alias("ElementWiseSum", "add_n");
 
-  r.register_op("_copy")
+  r.define_op("_copy")
       .describe("Returns a copy of the input (identity).")
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
@@ -98,18 +98,18 @@ void register_elemwise_ops(OpRegistry& r) {
     return std::vector<GradEntry>(static_cast<size_t>(b.attrs().op->num_inputs(b.attrs())),
                                   GradBuilder::none());
   };
-  r.register_op("zeros_like")
+  r.define_op("zeros_like")
       .describe("An array of zeros with the input's shape and type.")
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
       .set_attr<FGradient>(no_grad);
-  r.register_op("ones_like")
+  r.define_op("ones_like")
       .describe("An array of ones with the input's shape and type.")
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
       .set_attr<FGradient>(no_grad);
 
-  r.register_op("BlockGrad")
+  r.define_op("BlockGrad")
       .describe("Identity in the forward pass; stops the gradient (the input gets none).")
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
@@ -118,7 +118,7 @@ void register_elemwise_ops(OpRegistry& r) {
       .set_attr<FGradient>(no_grad);
   r.add_alias("stop_gradient", "BlockGrad");
 
-  r.register_op("MakeLoss")
+  r.define_op("MakeLoss")
       .describe(
           "Identity in the forward pass; marks its input as a loss: the gradient is grad_scale "
           "(divided by the batch size or valid count per normalization), whatever the head "
@@ -132,13 +132,13 @@ void register_elemwise_ops(OpRegistry& r) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_MakeLoss", {b.output(0)})};
       });
-  r.register_op("_backward_MakeLoss")
+  r.define_op("_backward_MakeLoss")
       .describe("Gradient of MakeLoss: grad_scale / normalization, shaped like the forward output.")
       .set_params<MakeLossParam>()
       .set_input_names({"output"})
       .set_attr<FInferShape>(infer_same_shape);
 
-  r.register_op("clip")
+  r.define_op("clip")
       .describe("Clips values to [a_min, a_max].")
       .set_params<ClipParam>()
       .set_input_names({"data"})
@@ -149,13 +149,13 @@ void register_elemwise_ops(OpRegistry& r) {
             b.emit_with_forward_attrs("_backward_clip", {b.out_grad(0), b.input(0)})};
       });
   r.add_alias("Clip", "clip");
-  r.register_op("_backward_clip")
+  r.define_op("_backward_clip")
       .describe("Gradient of clip: the head gradient where a_min <= data <= a_max, else 0.")
       .set_params<ClipParam>()
       .set_input_names({"ograd", "data"})
       .set_attr<FInferShape>(infer_first_two_like);
 
-  r.register_op("where")
+  r.define_op("where")
       .describe(
           "Picks x where condition is non-zero, else y. condition has x's shape, or is 1-D of "
           "length "
@@ -167,7 +167,7 @@ void register_elemwise_ops(OpRegistry& r) {
         auto g = b.emit("_backward_where", {b.out_grad(0), b.input(0)});
         return std::vector<GradEntry>{GradBuilder::none(), g.at(0), g.at(1)};
       });
-  r.register_op("_backward_where")
+  r.define_op("_backward_where")
       .describe("Gradient of where: (ograd where condition, ograd where not condition).")
       .set_input_names({"ograd", "condition"})
       .set_output_names({"x_grad", "y_grad"})
@@ -191,7 +191,7 @@ void register_elemwise_ops(OpRegistry& r) {
         return t != DType::kUnknown && in[1] != DType::kUnknown;
       });
 
-  r.register_op("Cast")
+  r.define_op("Cast")
       .describe("Converts the input to another element type.")
       .set_params<CastParam>()
       .set_input_names({"data"})
@@ -205,7 +205,7 @@ void register_elemwise_ops(OpRegistry& r) {
         return std::vector<GradEntry>{b.emit1("_backward_Cast", {b.out_grad(0), b.input(0)})};
       });
   r.add_alias("cast", "Cast");
-  r.register_op("_backward_Cast")
+  r.define_op("_backward_Cast")
       .describe("Gradient of Cast: the head gradient converted back to the input's type.")
       .set_input_names({"ograd", "data"})
       .set_attr<FInferShape>(infer_first_two_like)

@@ -2,6 +2,7 @@
 // (broadcast_add, ...) arithmetic and comparisons, with their backward ops (definitions; CPU
 // kernels in ops/cpu/elemwise_binary.cc).
 #include <string>
+#include <utility>
 
 #include "ops/defs/elemwise.h"
 
@@ -61,7 +62,7 @@ std::vector<GradEntry> no_grad2(GradBuilder&) { return {GradBuilder::none(), Gra
 // Registers a forward binary op; `backward` names its backward op (empty: no gradient).
 Op& reg_binary(OpRegistry& r, const std::string& name, const std::string& desc, bool broadcast,
                const std::string& backward) {
-  Op& op = r.register_op(name);
+  Op& op = r.define_op(name);
   op.describe(desc).set_input_names({"lhs", "rhs"});
   if (broadcast) {
     op.set_attr<FInferShape>(broadcast_infer_shape);
@@ -81,7 +82,7 @@ Op& reg_binary(OpRegistry& r, const std::string& name, const std::string& desc, 
 
 void reg_binary_backward(OpRegistry& r, const std::string& name, const std::string& forward,
                          bool broadcast) {
-  r.register_op(name)
+  r.define_op(name)
       .describe("Gradient of " + forward + ": (ograd, lhs, rhs) -> (lhs_grad, rhs_grad)" +
                 (broadcast ? ", summed over broadcast axes." : "."))
       .set_input_names({"ograd", "lhs", "rhs"})
@@ -90,14 +91,17 @@ void reg_binary_backward(OpRegistry& r, const std::string& name, const std::stri
                                        : FInferShape(infer_same_shape));
 }
 
-void reg_arith(OpRegistry& r, const std::string& base, const std::string& elem_name,
-               const std::string& what) {
+// Returns the identical-shape op.
+Op& reg_arith(OpRegistry& r, const std::string& base, const std::string& elem_name,
+              const std::string& what) {
   // Identical shapes.
-  reg_binary(r, elem_name, what + " of two arrays of identical shape.", false, "_backward_" + base);
+  Op& elem = reg_binary(r, elem_name, what + " of two arrays of identical shape.", false,
+                        "_backward_" + base);
   // NumPy broadcasting.
   reg_binary(r, "broadcast_" + base, what + " with NumPy-style broadcasting.", true,
              "_backward_broadcast_" + base);
   reg_binary_backward(r, "_backward_broadcast_" + base, "broadcast_" + base, true);
+  return elem;
 }
 
 void reg_compare(OpRegistry& r, const std::string& base, const std::string& what) {
@@ -110,8 +114,8 @@ void reg_compare(OpRegistry& r, const std::string& base, const std::string& what
 }  // namespace
 
 void register_elemwise_binary_ops(OpRegistry& r) {
-  reg_arith(r, "add", "elemwise_add", "Sum");
-  reg_arith(r, "sub", "elemwise_sub", "Difference");
+  Op& add = reg_arith(r, "add", "elemwise_add", "Sum");
+  Op& sub = reg_arith(r, "sub", "elemwise_sub", "Difference");
   reg_arith(r, "mul", "elemwise_mul", "Product");
   reg_arith(r, "div", "elemwise_div", "Quotient");
   reg_arith(r, "power", "_power", "Power lhs^rhs");
@@ -119,19 +123,19 @@ void register_elemwise_binary_ops(OpRegistry& r) {
   reg_arith(r, "minimum", "_minimum", "Elementwise minimum");
 
   // Identical-shape backward ops. add/sub need only the head gradient.
-  r.register_op("_backward_add")
+  r.define_op("_backward_add")
       .describe("Gradient of elemwise_add: ograd -> (ograd, ograd).")
       .set_input_names({"ograd"})
       .set_output_names({"lhs_grad", "rhs_grad"})
       .set_attr<FInferShape>(infer_same_shape);
-  r.register_op("_backward_sub")
+  r.define_op("_backward_sub")
       .describe("Gradient of elemwise_sub: ograd -> (ograd, -ograd).")
       .set_input_names({"ograd"})
       .set_output_names({"lhs_grad", "rhs_grad"})
       .set_attr<FInferShape>(infer_same_shape);
-  for (const char* name : {"elemwise_add", "elemwise_sub"}) {
-    const std::string bwd = std::string(name) == "elemwise_add" ? "_backward_add" : "_backward_sub";
-    r.register_op(name).set_attr<FGradient>([bwd](GradBuilder& b) {
+  for (auto [op, bwd] :
+       {std::pair<Op*, const char*>{&add, "_backward_add"}, {&sub, "_backward_sub"}}) {
+    op->set_attr<FGradient>([bwd = std::string(bwd)](GradBuilder& b) {
       auto g = b.emit(bwd, {b.out_grad(0)});
       return std::vector<GradEntry>{g.at(0), g.at(1)};
     });

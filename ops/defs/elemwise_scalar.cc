@@ -11,7 +11,7 @@ namespace {
 std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}; }
 
 Op& reg_scalar(OpRegistry& r, const std::string& name, const std::string& desc) {
-  return r.register_op(name)
+  return r.define_op(name)
       .describe(desc)
       .set_params<ScalarParam>()
       .set_input_names({"data"})
@@ -28,7 +28,7 @@ void reg_scalar_backward(OpRegistry& r, Op& forward, bool uses_output) {
     return std::vector<GradEntry>{b.emit_with_forward_attrs(bwd, {b.out_grad(0), v}).at(0)};
   });
   const std::string value_name = uses_output ? "output" : "data";
-  r.register_op(bwd)
+  r.define_op(bwd)
       .describe("Gradient of " + forward.name() + ": ograd times the derivative.")
       .set_params<ScalarParam>()
       .set_input_names({"ograd", value_name})

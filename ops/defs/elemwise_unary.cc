@@ -14,7 +14,7 @@ std::vector<std::pair<int, int>> inplace_first(const OpAttrs&) { return {{0, 0}}
 // `uses_output` (the derivative is expressed in terms of it), else the forward input.
 void reg_unary(OpRegistry& r, const std::string& name, const std::string& desc, bool uses_output) {
   const std::string bwd = "_backward_" + name;
-  r.register_op(name)
+  r.define_op(name)
       .describe(desc)
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)
@@ -24,7 +24,7 @@ void reg_unary(OpRegistry& r, const std::string& name, const std::string& desc, 
         return std::vector<GradEntry>{b.emit1(bwd, {b.out_grad(0), v})};
       });
   const std::string value_name = uses_output ? "output" : "data";
-  r.register_op(bwd)
+  r.define_op(bwd)
       .describe("Gradient of " + name + ": ograd times the derivative, from the forward " +
                 value_name + ".")
       .set_input_names({"ograd", value_name})
@@ -47,7 +47,7 @@ void register_elemwise_unary_ops(OpRegistry& r) {
   reg_unary(r, "sin", "Sine (radians).", false);
   reg_unary(r, "cos", "Cosine (radians).", false);
 
-  r.register_op("negative")
+  r.define_op("negative")
       .describe("Numerical negative: -x.")
       .set_input_names({"data"})
       .set_attr<FInferShape>(infer_same_shape)

@@ -1,10 +1,11 @@
 // Param struct of FullyConnected and _fused_fc_act, shared by the definitions
 // (ops/defs/fully_connected.cc), the CPU kernels (ops/cpu/fully_connected.cc) and the CUDA ones
-// (ops/cuda/blas.cc).
+// (ops/cuda/fully_connected.cc).
 #pragma once
 
 #include <cstdint>
 
+#include "base/tensor_view.h"
 #include "ops/params.h"
 
 namespace weft::detail {
@@ -22,5 +23,16 @@ struct FullyConnectedParam {
         .describe("True: view data as (N, prod(rest)); False: apply to the last axis");
   }
 };
+
+/// FullyConnected's GEMM sizes, the same for every device: m rows of data, k inputs, h outputs.
+struct FcDims {
+  int64_t m, k, h;
+};
+/// The sizes for `data` (flatten: all dims after the first are inputs; else only the last).
+inline FcDims fc_dims(const FullyConnectedParam& p, const TensorView& data) {
+  const Shape s = data.shape_of();
+  if (p.flatten) return {s[0], s.prod(1, s.ndim()), p.num_hidden};
+  return {s.prod(0, s.ndim() - 1), s[s.ndim() - 1], p.num_hidden};
+}
 
 }  // namespace weft::detail

@@ -1,6 +1,6 @@
 // FullyConnected (y = x·Wᵀ + b, flattening or on the last axis), _fused_fc_act and
 // _backward_FullyConnected: the definitions (params, shape inference, gradient). The kernels are in
-// ops/cpu/fully_connected.cc and ops/cuda/blas.cc.
+// ops/cpu/fully_connected.cc and ops/cuda/fully_connected.cc.
 #include <string>
 
 #include "ops/defs/conv_common.h"
@@ -84,7 +84,7 @@ bool fc_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_fully_connected_ops(OpRegistry& r) {
-  r.register_op("FullyConnected")
+  r.define_op("FullyConnected")
       .describe(
           "Dense layer y = x·Wᵀ + b with weight (num_hidden, K) and bias (num_hidden,) unless "
           "no_bias. "
@@ -104,7 +104,7 @@ void register_fully_connected_ops(OpRegistry& r) {
         return grads;
       });
 
-  r.register_op("_fused_fc_act")
+  r.define_op("_fused_fc_act")
       .describe(
           "FullyConnected followed by an activation applied as its output is written (a oneDNN "
           "post-op). Made by the executor's inference rewrite; inputs as FullyConnected; hidden "
@@ -115,7 +115,7 @@ void register_fully_connected_ops(OpRegistry& r) {
       .set_attr<FListInputNames>(fc_input_names)
       .set_attr<FInferShape>(fc_infer_shape);
 
-  r.register_op("_backward_FullyConnected")
+  r.define_op("_backward_FullyConnected")
       .describe(
           "Gradient of FullyConnected: inputs (out_grad, data, weight); outputs (d_data, "
           "d_weight[, d_bias]).")

@@ -126,7 +126,7 @@ bool crop_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 // Registers `name` with MXNet's numpy-extension alias `_npx_<name>`.
 Op& image_op(OpRegistry& r, const std::string& name) {
   r.add_alias("_npx_" + name, name);
-  return r.register_op(name);
+  return r.define_op(name);
 }
 
 }  // namespace
@@ -158,7 +158,7 @@ void register_image_ops(OpRegistry& r) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_image_normalize", {b.out_grad(0), b.input(0)})[0]};
       });
-  r.register_op("_backward_image_normalize")
+  r.define_op("_backward_image_normalize")
       .describe("Gradient of _image_normalize: the output gradient divided by std[c].")
       .set_params<ImageNormalizeParam>()
       .set_input_names({"out_grad", "data"})
@@ -203,7 +203,7 @@ void register_image_ops(OpRegistry& r) {
         return std::vector<GradEntry>{
             b.emit_with_forward_attrs("_backward_image_crop", {b.out_grad(0), b.input(0)})[0]};
       });
-  r.register_op("_backward_image_crop")
+  r.define_op("_backward_image_crop")
       .describe("Gradient of _image_crop: the output gradient inside the window, zero elsewhere.")
       .set_params<ImageCropParam>()
       .set_input_names({"out_grad", "data"})

@@ -61,7 +61,7 @@ bool resize_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector
 
 void register_image_resize_op(OpRegistry& r) {
   r.add_alias("_npx__image_resize", "_image_resize");
-  r.register_op("_image_resize")
+  r.define_op("_image_resize")
       .describe(
           "Resizes images (H, W, C) or batches (N, H, W, C) of uint8, float32 or float64 to "
           "size = (width, height), or to (size, size), or with keep_ratio to a short edge of "

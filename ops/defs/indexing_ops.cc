@@ -211,7 +211,7 @@ bool tile_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::vector<
 // Registers `_backward_<name>` taking (out_grad, data) and giving data's gradient.
 template <typename P>
 Op& register_like_data_backward(OpRegistry& r, const std::string& name) {
-  Op& op = r.register_op("_backward_" + name);
+  Op& op = r.define_op("_backward_" + name);
   op.set_params<P>();
   return op.describe("Gradient of " + name + " with respect to its data input.")
       .set_input_names({"out_grad", "data"})
@@ -276,7 +276,7 @@ bool embedding_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in,
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
-  r.register_op("slice")
+  r.define_op("slice")
       .describe(
           "Slices a region: begin/end/step per leading axis, None entries and negative values as "
           "in "
@@ -288,7 +288,7 @@ void register_indexing_ops(OpRegistry& r) {
   r.add_alias("crop", "slice");
   register_like_data_backward<SliceParam>(r, "slice");
 
-  r.register_op("slice_axis")
+  r.define_op("slice_axis")
       .describe(
           "Slices [begin, end) along one axis (negative indices count from the end; end None = to "
           "the end).")
@@ -298,7 +298,7 @@ void register_indexing_ops(OpRegistry& r) {
       .set_attr<FGradient>(grad_via_backward("slice_axis"));
   register_like_data_backward<SliceAxisParam>(r, "slice_axis");
 
-  r.register_op("broadcast_to")
+  r.define_op("broadcast_to")
       .describe("Broadcasts size-1 axes to `shape` (0 keeps the input's dimension).")
       .set_params<BroadcastToParam>()
       .set_input_names({"data"})
@@ -306,7 +306,7 @@ void register_indexing_ops(OpRegistry& r) {
       .set_attr<FGradient>(grad_via_backward("broadcast_to"));
   register_like_data_backward<BroadcastToParam>(r, "broadcast_to");
 
-  r.register_op("tile")
+  r.define_op("tile")
       .describe(
           "Repeats the input `reps` times per axis (NumPy tile: the shorter of input rank and reps "
           "is "
@@ -317,7 +317,7 @@ void register_indexing_ops(OpRegistry& r) {
       .set_attr<FGradient>(grad_via_backward("tile"));
   register_like_data_backward<TileParam>(r, "tile");
 
-  r.register_op("Embedding")
+  r.define_op("Embedding")
       .describe(
           "Looks up rows of weight (input_dim, output_dim) for each index in data (cast to int and "
           "clipped to [0, input_dim-1]); output is data.shape + (output_dim,). Gradient flows to "
@@ -332,7 +332,7 @@ void register_indexing_ops(OpRegistry& r) {
             GradBuilder::none(),
             b.emit_with_forward_attrs("_backward_Embedding", {b.out_grad(0), b.input(0)}).at(0)};
       });
-  r.register_op("_backward_Embedding")
+  r.define_op("_backward_Embedding")
       .describe(
           "Gradient of Embedding with respect to its weight: output-gradient rows summed per "
           "index.")

@@ -85,7 +85,7 @@ std::vector<ResourceRequest> random_resource(const OpAttrs&, const std::vector<S
 /// Registers a creation op with no inputs, one output, and no gradient (nothing to differentiate).
 template <typename P>
 Op& register_creation(OpRegistry& r, const std::string& name, std::string description) {
-  Op& op = r.register_op(name);
+  Op& op = r.define_op(name);
   op.set_params<P>();
   return op.describe(std::move(description)).set_num_inputs(0).set_num_outputs(1);
 }

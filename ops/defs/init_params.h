@@ -1,5 +1,5 @@
 // Parameter structs of the creation ops (ops/defs/init_ops.cc), shared with their CPU and CUDA
-// kernels (ops/cpu/init_ops.cc, ops/cuda/init.cu).
+// kernels (ops/cpu/init_ops.cc, ops/cuda/init_ops.cu).
 #pragma once
 
 #include <optional>

@@ -83,7 +83,7 @@ bool ln_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector<DTy
 }  // namespace
 
 void register_layer_norm_ops(OpRegistry& r) {
-  r.register_op("LayerNorm")
+  r.define_op("LayerNorm")
       .describe(
           "Layer normalization along `axis`: out = (x - mean) / std * gamma + beta with std = "
           "sqrt(var + eps); gamma and beta have shape (data.shape[axis],). Outputs out, mean, std "
@@ -101,7 +101,7 @@ void register_layer_norm_ops(OpRegistry& r) {
             {b.out_grad(0), b.input(0), b.input(1), b.output(1), b.output(2)});
         return std::vector<GradEntry>{g.at(0), g.at(1), g.at(2)};
       });
-  r.register_op("_backward_LayerNorm")
+  r.define_op("_backward_LayerNorm")
       .describe("Gradient of LayerNorm with respect to data, gamma and beta.")
       .set_params<LayerNormParam>()
       .set_input_names({"out_grad", "data", "gamma", "mean", "std"})
@@ -109,7 +109,7 @@ void register_layer_norm_ops(OpRegistry& r) {
       .set_attr<FInferShape>(ln_backward_infer_shape)
       .set_attr<FInferType>(ln_infer_type);
 
-  r.register_op("LRN")
+  r.define_op("LRN")
       .describe(
           "Local response normalization across channels (axis 1): out = x * (knorm + alpha/nsize * "
           "sum of x^2 over the nsize channels centred on c)^-beta. A hidden second output holds "
@@ -125,7 +125,7 @@ void register_layer_norm_ops(OpRegistry& r) {
             b.emit_with_forward_attrs("_backward_LRN", {b.out_grad(0), b.input(0), b.output(1)})
                 .at(0)};
       });
-  r.register_op("_backward_LRN")
+  r.define_op("_backward_LRN")
       .describe("Gradient of LRN with respect to data.")
       .set_params<LRNParam>()
       .set_input_names({"out_grad", "data", "tmp_norm"})

@@ -6,7 +6,7 @@
 namespace weft::detail {
 
 void register_layout_ops(OpRegistry& r) {
-  r.register_op("_layout_reorder")
+  r.define_op("_layout_reorder")
       .describe(
           "Copies a tensor from its producer's memory layout into the layout its consumers read "
           "(inserted by the executor's layout propagation; the layouts travel in the kernel's "

@@ -5,7 +5,7 @@
 
 namespace weft::detail {
 
-void register_nn_dnnl_ops(OpRegistry& r) {
+void register_conv_dense_ops(OpRegistry& r) {
   register_convolution_ops(r);
   register_fused_conv_ops(r);
   register_deconvolution_ops(r);
@@ -27,7 +27,7 @@ void check_channel_first_layout(const OpAttrs& attrs, const std::optional<Spatia
   if (*layout == first) return;
   if (*layout == last) {
     WEFT_THROW(NotImplemented) << attrs.where() << ": layout " << kNames[static_cast<int>(*layout)]
-                               << " is not supported on CPU (only "
+                               << " is not supported by any device's kernels (only "
                                << kNames[static_cast<int>(first)]
                                << "); transpose the data instead";
   }

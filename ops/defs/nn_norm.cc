@@ -94,7 +94,7 @@ bool regression_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in, std::v
 }
 
 void register_regression(OpRegistry& r, const std::string& name, const std::string& text) {
-  r.register_op(name)
+  r.define_op(name)
       .describe(text)
       .set_params<RegressionParam>()
       .set_input_names({"data", "label"})
@@ -107,7 +107,7 @@ void register_regression(OpRegistry& r, const std::string& name, const std::stri
             b.emit_with_forward_attrs("_backward_" + name, {b.output(0), b.input(1)}).at(0),
             GradBuilder::none()};
       });
-  r.register_op("_backward_" + name)
+  r.define_op("_backward_" + name)
       .describe("Gradient of " + name + " with respect to data (the head gradient is ignored).")
       .set_params<RegressionParam>()
       .set_input_names({"output", "label"})
@@ -118,7 +118,7 @@ void register_regression(OpRegistry& r, const std::string& name, const std::stri
 
 /// Registers SoftmaxOutput, its alias and the regression heads with their backward ops.
 void register_loss_head_ops(OpRegistry& r) {
-  r.register_op("SoftmaxOutput")
+  r.define_op("SoftmaxOutput")
       .describe(
           "Softmax loss head. Forward: softmax over all non-batch elements jointly (default), the "
           "last "
@@ -141,7 +141,7 @@ void register_loss_head_ops(OpRegistry& r) {
             GradBuilder::none()};
       });
   r.add_alias("Softmax", "SoftmaxOutput");
-  r.register_op("_backward_SoftmaxOutput")
+  r.define_op("_backward_SoftmaxOutput")
       .describe("Gradient of SoftmaxOutput with respect to data.")
       .set_params<SoftmaxOutputParam>()
       .set_input_names({"out_grad", "output", "label"})

@@ -73,7 +73,7 @@ bool update_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vector
 
 Op& register_update(OpRegistry& r, const std::string& name, std::vector<std::string> inputs,
                     std::vector<int> mutated) {
-  Op& op = r.register_op(name)
+  Op& op = r.define_op(name)
                .set_input_names(std::move(inputs))
                .set_output_names({"output"})
                .set_attr<FInferShape>(update_infer_shape)

@@ -136,7 +136,7 @@ bool one_hot_infer_type(const OpAttrs& attrs, std::vector<DType>& in, std::vecto
 }  // namespace
 
 void register_pick_ops(OpRegistry& r) {
-  r.register_op("pick")
+  r.define_op("pick")
       .describe(
           "Picks one element per position along `axis`: out[..., k, ...] = data[..., index[..., "
           "k, ...], ...] with the index truncated toward zero and clipped to [0, n-1] "
@@ -154,7 +154,7 @@ void register_pick_ops(OpRegistry& r) {
                 .at(0),
             GradBuilder::none()};
       });
-  r.register_op("_backward_pick")
+  r.define_op("_backward_pick")
       .describe(
           "Gradient of pick with respect to its data: the output gradient scattered into "
           "zeros of the data's shape at the picked positions.")
@@ -163,7 +163,7 @@ void register_pick_ops(OpRegistry& r) {
       .set_attr<FInferShape>(pick_backward_infer_shape)
       .set_attr<FInferType>(pick_backward_infer_type);
 
-  r.register_op("one_hot")
+  r.define_op("one_hot")
       .describe(
           "One-hot encoding: output indices.shape + (depth,), filled with off_value except "
           "on_value at position index (truncated toward zero) of each row; an index outside "

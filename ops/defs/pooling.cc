@@ -93,7 +93,7 @@ bool pool_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 }  // namespace
 
 void register_pooling_ops(OpRegistry& r) {
-  r.register_op("Pooling")
+  r.define_op("Pooling")
       .describe(
           "Max / avg / sum / lp pooling over 1-D, 2-D or 3-D windows of NCW/NCHW/NCDHW data. "
           "Output size: "
@@ -113,7 +113,7 @@ void register_pooling_ops(OpRegistry& r) {
       });
   r.add_alias("_npx_pooling", "Pooling");
 
-  r.register_op("_backward_Pooling")
+  r.define_op("_backward_Pooling")
       .describe("Gradient of Pooling: inputs (out_grad, data, output); output d_data.")
       .set_params<PoolingParam>()
       .set_input_names({"out_grad", "data", "output"})

@@ -73,7 +73,7 @@ bool reduce_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 void reg_reduce(OpRegistry& r, const std::string& name, const std::string& desc,
                 bool takes_output) {
   const std::string bwd = "_backward_" + name;
-  r.register_op(name)
+  r.define_op(name)
       .describe(desc)
       .set_params<ReduceAxesParam>()
       .set_input_names({"data"})
@@ -86,7 +86,7 @@ void reg_reduce(OpRegistry& r, const std::string& name, const std::string& desc,
       });
   std::vector<std::string> names{"ograd", "data"};
   if (takes_output) names.push_back("output");
-  r.register_op(bwd)
+  r.define_op(bwd)
       .describe("Gradient of " + name + ": the head gradient broadcast back to the input's shape" +
                 (takes_output ? ", at the positions that equal the reduced value." : "."))
       .set_params<ReduceAxesParam>()
@@ -132,7 +132,7 @@ void register_reduce_ops(OpRegistry& r) {
   r.add_alias("min_axis", "min");
 
   auto no_grad = [](GradBuilder&) { return std::vector<GradEntry>{GradBuilder::none()}; };
-  r.register_op("argmax")
+  r.define_op("argmax")
       .describe(
           "Index of the maximum along an axis (of the flattened array when axis is None), in the "
           "input's dtype.")
@@ -140,7 +140,7 @@ void register_reduce_ops(OpRegistry& r) {
       .set_input_names({"data"})
       .set_attr<FInferShape>(arg_reduce_infer_shape)
       .set_attr<FGradient>(no_grad);
-  r.register_op("argmin")
+  r.define_op("argmin")
       .describe(
           "Index of the minimum along an axis (of the flattened array when axis is None), in the "
           "input's dtype.")

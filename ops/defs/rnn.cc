@@ -172,7 +172,7 @@ std::vector<std::string> rnn_output_names(const OpAttrs& attrs) {
 }  // namespace
 
 void register_rnn_ops(OpRegistry& r) {
-  r.register_op("RNN")
+  r.define_op("RNN")
       .describe(
           "Fused multi-layer recurrent network over a (T, N, I) sequence: rnn_relu, rnn_tanh, lstm "
           "(gates i, f, g, o) or gru (gates r, z, n), optionally bidirectional, with dropout "
@@ -192,7 +192,7 @@ void register_rnn_ops(OpRegistry& r) {
       .set_attr<FResourceRequest>(rnn_resources)
       .set_attr<FGradient>(rnn_gradient);
 
-  r.register_op("_backward_RNN")
+  r.define_op("_backward_RNN")
       .describe(
           "Gradient of RNN: recomputes the forward pass and backpropagates through time. Inputs: "
           "the "

@@ -376,7 +376,7 @@ bool reshape_backward_infer_shape(const OpAttrs& attrs, std::vector<Shape>& in,
 
 template <typename P>
 void register_reshape_backward(OpRegistry& r, const std::string& name) {
-  Op& op = r.register_op(name);
+  Op& op = r.define_op(name);
   op.set_params<P>();
   op.describe("Gradient of a reshape-like op: the output gradient viewed in the input's shape.")
       .set_input_names({"out_grad", "data"})
@@ -387,7 +387,7 @@ void register_reshape_backward(OpRegistry& r, const std::string& name) {
 
 template <typename P>
 Op& register_reshape_like(OpRegistry& r, const std::string& name, FInferShape infer) {
-  Op& op = r.register_op(name);
+  Op& op = r.define_op(name);
   op.set_params<P>();
   return op.set_input_names({"data"})
       .set_attr<FInferShape>(std::move(infer))
@@ -468,7 +468,7 @@ void register_shape_ops(OpRegistry& r) {
           "Removes axes of size 1 (all of them when axis is None); a result with no axes is (1,).");
   register_reshape_backward<SqueezeParam>(r, "_backward_squeeze");
 
-  r.register_op("transpose")
+  r.define_op("transpose")
       .describe("Permutes the axes (out axis i is input axis axes[i]); empty axes reverse them.")
       .set_params<TransposeParam>()
       .set_input_names({"data"})

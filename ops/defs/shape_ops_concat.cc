@@ -367,7 +367,7 @@ void register_shape_concat_ops(OpRegistry& r) {
   auto concat_inputs = [](const OpAttrs& a) {
     return static_cast<int>(a.params<ConcatParam>().num_args);
   };
-  r.register_op("Concat")
+  r.define_op("Concat")
       .describe("Concatenates num_args inputs along `dim`; all other dimensions must agree.")
       .set_params<ConcatParam>()
       .set_attr<FNumInputs>(concat_inputs)
@@ -382,7 +382,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       });
   r.add_alias("concat", "Concat");
   r.add_alias("_rnn_param_concat", "Concat");
-  r.register_op("_backward_Concat")
+  r.define_op("_backward_Concat")
       .describe("Gradient of Concat: splits the output gradient back into the inputs' shapes.")
       .set_params<ConcatParam>()
       .set_attr<FNumInputs>([concat_inputs](const OpAttrs& a) { return concat_inputs(a) + 1; })
@@ -392,7 +392,7 @@ void register_shape_concat_ops(OpRegistry& r) {
   auto stack_inputs = [](const OpAttrs& a) {
     return static_cast<int>(a.params<StackParam>().num_args);
   };
-  r.register_op("stack")
+  r.define_op("stack")
       .describe("Joins num_args equal-shaped inputs along a new axis `axis`.")
       .set_params<StackParam>()
       .set_attr<FNumInputs>(stack_inputs)
@@ -402,14 +402,14 @@ void register_shape_concat_ops(OpRegistry& r) {
       .set_attr<FGradient>([](GradBuilder& b) {
         return b.emit_with_forward_attrs("_backward_stack", {b.out_grad(0)});
       });
-  r.register_op("_backward_stack")
+  r.define_op("_backward_stack")
       .describe("Gradient of stack: unstacks the output gradient.")
       .set_params<StackParam>()
       .set_input_names({"out_grad"})
       .set_attr<FNumOutputs>(stack_inputs)
       .set_attr<FInferShape>(stack_backward_infer_shape);
 
-  r.register_op("SliceChannel")
+  r.define_op("SliceChannel")
       .describe(
           "Splits the input into num_outputs equal parts along `axis`; squeeze_axis drops that "
           "axis.")
@@ -434,7 +434,7 @@ void register_shape_concat_ops(OpRegistry& r) {
       });
   r.add_alias("split", "SliceChannel");
 
-  r.register_op("Crop")
+  r.define_op("Crop")
       .describe(
           "Legacy crop of NCHW data to h_w (num_args=1) or to crop_like's H and W (num_args=2), at "
           "`offset` or centred. Not the lower-case `crop` (an alias of slice).")
@@ -453,13 +453,13 @@ void register_shape_concat_ops(OpRegistry& r) {
         return g;
       });
   // _backward_Crop is emitted with the forward attrs so center_crop/offset carry over.
-  r.register_op("_backward_Crop")
+  r.define_op("_backward_Crop")
       .describe("Gradient of Crop: the output gradient placed in the crop window, zeros elsewhere.")
       .set_params<CropParam>()
       .set_input_names({"out_grad", "data"})
       .set_attr<FInferShape>(like_data_infer_shape);
 
-  r.register_op("UpSampling")
+  r.define_op("UpSampling")
       .describe(
           "Up-samples NCHW inputs by `scale`: nearest (several inputs, concatenated or summed) or "
           "bilinear (a depthwise transposed convolution with the weight input, kernel 2s - s%2, "
@@ -474,7 +474,7 @@ void register_shape_concat_ops(OpRegistry& r) {
         for (int i = 0; i < n; ++i) in.push_back(b.input(i));
         return b.emit_with_forward_attrs("_backward_UpSampling", in);
       });
-  r.register_op("_backward_UpSampling")
+  r.define_op("_backward_UpSampling")
       .describe(
           "Gradient of UpSampling with respect to every input (the bilinear weight included).")
       .set_params<UpSamplingParam>()

@@ -81,7 +81,7 @@ bool softmax_backward_infer_type(const OpAttrs& attrs, std::vector<DType>& in,
 }
 
 void register_softmax_pair(OpRegistry& r, const std::string& name, bool log) {
-  r.register_op(name)
+  r.define_op(name)
       .describe(
           log ? "Log-softmax along `axis`: (x - max)/T - log(sum(exp((x - max)/T))). With "
                 "use_length, "
@@ -108,7 +108,7 @@ void register_softmax_pair(OpRegistry& r, const std::string& name, bool log) {
         if (has_len) g.push_back(GradBuilder::none());
         return g;
       });
-  r.register_op("_backward_" + name)
+  r.define_op("_backward_" + name)
       .describe("Gradient of " + name + " with respect to data.")
       .set_params<SoftmaxParam>()
       .set_attr<FNumInputs>(
@@ -147,7 +147,7 @@ void register_softmax_ops(OpRegistry& r) {
   register_softmax_pair(r, "softmax", false);
   register_softmax_pair(r, "log_softmax", true);
 
-  r.register_op("SoftmaxActivation")
+  r.define_op("SoftmaxActivation")
       .describe(
           "Softmax activation. mode=instance: softmax over the last axis; mode=channel: over axis "
           "1 "
@@ -161,7 +161,7 @@ void register_softmax_ops(OpRegistry& r) {
             b.emit_with_forward_attrs("_backward_SoftmaxActivation", {b.out_grad(0), b.output(0)})
                 .at(0)};
       });
-  r.register_op("_backward_SoftmaxActivation")
+  r.define_op("_backward_SoftmaxActivation")
       .describe("Gradient of SoftmaxActivation with respect to data.")
       .set_params<SoftmaxActivationParam>()
       .set_input_names({"out_grad", "output"})

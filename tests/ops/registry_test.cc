@@ -64,7 +64,7 @@ TEST(Registry, IsFrozenAndRejectsUnknownOps) {
   EXPECT_TRUE(r.frozen());
   EXPECT_EQ(r.find("no_such_op"), nullptr);
   EXPECT_THROW(r.get("no_such_op"), ValueError);
-  EXPECT_THROW(const_cast<OpRegistry&>(r).register_op("late_op"), Error);
+  EXPECT_THROW(const_cast<OpRegistry&>(r).define_op("late_op"), Error);
 }
 
 }  // namespace

@@ -98,9 +98,7 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
   if (plain_sum) {
     const TensorView& a = in[s.io.addend()];
     if (a.raw() != y.raw()) {
-      WEFT_CUDA_CALL(cudaMemcpyAsync(y.raw(), a.raw(), static_cast<size_t>(y.size()) * 4,
-                                     cudaMemcpyDeviceToDevice, stream),
-                     device_of(ctx));
+      copy_on_stream(ctx, y.raw(), a.raw(), static_cast<size_t>(y.size()) * 4);
     }
     add = true;
   }
@@ -141,8 +139,7 @@ void fused_forward(OpState& state, const OpContext& ctx, std::span<const TensorV
 }  // namespace
 
 void register_cudnn_fused_kernels(OpRegistry& r) {
-  r.register_op("_fused_conv_bn_act")
-      .set_attr<FStatefulCompute>(DeviceType::kCUDA, fused_forward, "cuda");
+  r.kernels("_fused_conv_bn_act").set_attr<FStatefulCompute>(DeviceType::kCUDA, fused_forward);
 }
 
 }  // namespace weft::cuda

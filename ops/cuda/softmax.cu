@@ -296,7 +296,7 @@ void softmax_act_backward(const OpAttrs& attrs, const OpContext& ctx,
 
 void register_softmax_kernels(OpRegistry& r) {
   auto reg = [&r](const char* name, FCompute f) {
-    r.register_op(name).set_attr(DeviceType::kCUDA, std::move(f), "cuda");
+    r.kernels(name).set_attr(DeviceType::kCUDA, std::move(f));
   };
   reg("softmax", softmax_forward<false>);
   reg("log_softmax", softmax_forward<true>);

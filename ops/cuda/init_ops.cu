@@ -279,12 +279,12 @@ void normal_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const 
 }  // namespace
 
 void register_init_kernels(OpRegistry& r) {
-  r.register_op("_zeros").set_attr(DeviceType::kCUDA, FCompute(zeros_forward), "cuda");
-  r.register_op("_ones").set_attr(DeviceType::kCUDA, FCompute(ones_forward), "cuda");
-  r.register_op("_full").set_attr(DeviceType::kCUDA, FCompute(full_forward), "cuda");
-  r.register_op("_arange").set_attr(DeviceType::kCUDA, FCompute(arange_forward), "cuda");
-  r.register_op("_random_uniform").set_attr(DeviceType::kCUDA, FCompute(uniform_forward), "cuda");
-  r.register_op("_random_normal").set_attr(DeviceType::kCUDA, FCompute(normal_forward), "cuda");
+  r.kernels("_zeros").set_attr(DeviceType::kCUDA, FCompute(zeros_forward));
+  r.kernels("_ones").set_attr(DeviceType::kCUDA, FCompute(ones_forward));
+  r.kernels("_full").set_attr(DeviceType::kCUDA, FCompute(full_forward));
+  r.kernels("_arange").set_attr(DeviceType::kCUDA, FCompute(arange_forward));
+  r.kernels("_random_uniform").set_attr(DeviceType::kCUDA, FCompute(uniform_forward));
+  r.kernels("_random_normal").set_attr(DeviceType::kCUDA, FCompute(normal_forward));
 }
 
 }  // namespace weft::cuda

@@ -16,8 +16,6 @@
 // CUDNN_FMA_MATH (no TF32) and skip the FFT and Winograd algorithms when another one works, so
 // results match the CPU's direct sums to rounding; float16/bfloat16 allow tensor cores and
 // accumulate in float. The workspace comes from Scratch on the op's stream.
-#include "ops/cuda/cudnn_conv.h"
-
 #include <cudnn.h>
 
 #include <mutex>
@@ -28,6 +26,7 @@
 
 #include "base/env.h"
 #include "ops/cuda/conv_bias_grad.h"
+#include "ops/cuda/cudnn_conv.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/register.h"
 #include "ops/defs/deconv_params.h"
@@ -319,9 +318,7 @@ bool empty(const ConvGeom& g) {
 
 void zero(const OpContext& ctx, void* p, int64_t elems, DType dtype) {
   if (elems <= 0) return;
-  WEFT_CUDA_CALL(
-      cudaMemsetAsync(p, 0, static_cast<size_t>(elems) * dtype_size(dtype), stream_of(ctx)),
-      device_of(ctx));
+  memset_on_stream(ctx, p, 0, static_cast<size_t>(elems) * dtype_size(dtype));
 }
 
 }  // namespace
@@ -492,15 +489,13 @@ void deconv_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
 }  // namespace
 
 void register_cudnn_nn_kernels(OpRegistry& r);     // cudnn_nn.cc
-void register_cudnn_fused_kernels(OpRegistry& r);  // cudnn_fused.cc
+void register_cudnn_fused_kernels(OpRegistry& r);  // conv_fused.cc
 
 void register_cudnn_kernels(OpRegistry& r) {
-  r.register_op("Convolution").set_attr<FCompute>(DeviceType::kCUDA, conv_forward, "cuda");
-  r.register_op("_backward_Convolution")
-      .set_attr<FCompute>(DeviceType::kCUDA, conv_backward, "cuda");
-  r.register_op("Deconvolution").set_attr<FCompute>(DeviceType::kCUDA, deconv_forward, "cuda");
-  r.register_op("_backward_Deconvolution")
-      .set_attr<FCompute>(DeviceType::kCUDA, deconv_backward, "cuda");
+  r.kernels("Convolution").set_attr<FCompute>(DeviceType::kCUDA, conv_forward);
+  r.kernels("_backward_Convolution").set_attr<FCompute>(DeviceType::kCUDA, conv_backward);
+  r.kernels("Deconvolution").set_attr<FCompute>(DeviceType::kCUDA, deconv_forward);
+  r.kernels("_backward_Deconvolution").set_attr<FCompute>(DeviceType::kCUDA, deconv_backward);
   register_cudnn_nn_kernels(r);
   register_cudnn_fused_kernels(r);
 }

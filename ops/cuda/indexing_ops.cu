@@ -23,44 +23,13 @@ using detail::SliceParam;
 using detail::SliceRange;
 using detail::TileParam;
 
-std::vector<int64_t> compact_strides(const int64_t* shape, int ndim) {
-  std::vector<int64_t> s(static_cast<size_t>(std::max(ndim, 0)), 1);
-  for (int k = ndim - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
-  return s;
-}
-std::vector<int64_t> compact_strides(const TensorView& v) {
-  return compact_strides(v.shape, v.ndim);
-}
-
-char* elem_ptr(const TensorView& v, int64_t offset) {
-  return static_cast<char*>(v.raw()) + offset * static_cast<int64_t>(dtype_size(v.dtype()));
-}
+using detail::compact_strides;
 
 // ---- slice / slice_axis ---------------------------------------------------------------------
 
-// Between the slice `r` of `data` and the compact `part`, as the CPU's slice_copy: forward
-// gathers into part; backward writes part into the slice, zeroing the rest unless accumulating.
 void slice_copy(const OpContext& ctx, const SliceRange& r, const TensorView& data,
                 const TensorView& part, OpReq req, bool to_data) {
-  if (req == OpReq::kNull) return;
-  const std::vector<int64_t> ds = compact_strides(data), ps = compact_strides(part);
-  std::vector<int64_t> strided(static_cast<size_t>(data.ndim));
-  int64_t base = 0;
-  for (int i = 0; i < data.ndim; ++i) {
-    strided[i] = ds[i] * r.step[i];
-    base += r.begin[i] * ds[i];
-  }
-  const bool add = req == OpReq::kAdd;
-  if (to_data) {
-    if (!add) zero_fill(ctx, data.raw(), data.bytes());
-    if (part.size() == 0) return;
-    strided_copy(ctx, elem_ptr(data, base), strided.data(), part.raw(), ps.data(), part.shape,
-                 part.ndim, data.dtype(), add);
-  } else {
-    if (part.size() == 0) return;
-    strided_copy(ctx, part.raw(), ps.data(), elem_ptr(data, base), strided.data(), part.shape,
-                 part.ndim, data.dtype(), add);
-  }
+  cuda_moves(ctx).slice_copy(r, data, part, req, to_data);
 }
 
 void slice_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
@@ -86,13 +55,7 @@ void slice_axis_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<c
 
 void broadcast_to_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
                           std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  std::vector<int64_t> src = compact_strides(in[0]);
-  for (int i = 0; i < in[0].ndim; ++i)
-    if (in[0].shape[i] != out[0].shape[i]) src[i] = 0;
-  const std::vector<int64_t> dst = compact_strides(out[0]);
-  strided_copy(ctx, out[0].raw(), dst.data(), in[0].raw(), src.data(), out[0].shape, out[0].ndim,
-               out[0].dtype(), req[0] == OpReq::kAdd);
+  cuda_moves(ctx).broadcast_to_forward(in[0], out[0], req[0]);
 }
 
 // The gradient sums the output gradient over the broadcast dims.
@@ -106,38 +69,17 @@ void broadcast_to_backward(const OpAttrs& attrs, const OpContext& ctx,
               out[0].raw(), attrs.where().c_str());
 }
 
-// Input dims and reps padded with leading 1s to the output rank.
-void tile_padded(const Shape& reps, const TensorView& x, std::vector<int64_t>* ip,
-                 std::vector<int64_t>* rp) {
-  const int nd = std::max(x.ndim, reps.ndim());
-  ip->assign(nd, 1);
-  rp->assign(nd, 1);
-  for (int i = 0; i < x.ndim; ++i) (*ip)[nd - x.ndim + i] = x.shape[i];
-  for (int i = 0; i < reps.ndim(); ++i) (*rp)[nd - reps.ndim() + i] = reps[i];
-}
-
 // The output as (rep_k, in_k) per axis k: the input broadcast over the rep dims.
 void tile_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  std::vector<int64_t> ip, rp, iter, ys, xs;
-  tile_padded(attrs.params<TileParam>().reps, in[0], &ip, &rp);
-  const std::vector<int64_t> yc = compact_strides(out[0]),
-                             xc = compact_strides(ip.data(), static_cast<int>(ip.size()));
-  for (size_t k = 0; k < ip.size(); ++k) {
-    iter.insert(iter.end(), {rp[k], ip[k]});
-    ys.insert(ys.end(), {ip[k] * yc[k], yc[k]});
-    xs.insert(xs.end(), {0, xc[k]});
-  }
-  strided_copy(ctx, out[0].raw(), ys.data(), in[0].raw(), xs.data(), iter.data(),
-               static_cast<int>(iter.size()), out[0].dtype(), req[0] == OpReq::kAdd);
+  cuda_moves(ctx).tile_forward(attrs, in[0], out[0], req[0]);
 }
 
 // The output gradient viewed as (rep_k, in_k) per axis, summed over the rep dims.
 void tile_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
   std::vector<int64_t> ip, rp, shape;
-  tile_padded(attrs.params<TileParam>().reps, out[0], &ip, &rp);
+  detail::tile_padded(attrs.params<TileParam>().reps, out[0].shape_of(), &ip, &rp);
   std::vector<char> mask;
   for (size_t k = 0; k < ip.size(); ++k) {
     shape.insert(shape.end(), {rp[k], ip[k]});
@@ -355,7 +297,7 @@ void one_hot_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
 
 void register_indexing_kernels(OpRegistry& r) {
   auto reg = [&r](const char* name, FCompute f) {
-    r.register_op(name).set_attr(DeviceType::kCUDA, std::move(f), "cuda");
+    r.kernels(name).set_attr(DeviceType::kCUDA, std::move(f));
   };
   reg("slice", slice_forward);
   reg("_backward_slice", slice_backward);
