@@ -170,6 +170,28 @@ class CudaDeviceAPI final : public DeviceAPI {
     check_cuda(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream.handle), fn, arg),
                "cudaLaunchHostFunc", stream.device);
   }
+  void* alloc_data(Device device, size_t bytes, std::string* reason) override {
+    void* ptr = nullptr;
+    cudaError_t status = cudaSuccess;
+    if (device.type == DeviceType::kCUDAHost) {
+      status = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+    } else {
+      CudaDeviceGuard scope(device.id);
+      status = cudaMalloc(&ptr, bytes);
+    }
+    if (status == cudaSuccess) return ptr;
+    cudaGetLastError();  // clear the sticky error state of this thread
+    if (reason != nullptr) *reason = cudaGetErrorString(status);
+    return nullptr;
+  }
+  void free_data(Device device, void* ptr) noexcept override {
+    if (device.type == DeviceType::kCUDAHost) {
+      cudaFreeHost(ptr);
+      return;
+    }
+    CudaDeviceGuard scope(device.id);
+    cudaFree(ptr);
+  }
   void set_device(Device device) override {
     check_cuda(cudaSetDevice(device.id), "cudaSetDevice", device);
   }

@@ -104,6 +104,11 @@ void DeviceAPI::copy(void*, Device dst_device, const void*, Device src_device, s
   WEFT_THROW(NotImplemented) << "DeviceAPI::copy from " << to_string(src_device) << " to "
                              << to_string(dst_device) << " is not provided by this device API";
 }
+void* DeviceAPI::alloc_data(Device device, size_t, std::string*) {
+  WEFT_THROW(NotImplemented) << "DeviceAPI::alloc_data on " << to_string(device)
+                             << ": this device type's API does not provide memory";
+}
+
 void DeviceAPI::memset(void*, int, size_t, const Stream& stream) {
   WEFT_THROW(NotImplemented) << "DeviceAPI::memset on " << to_string(stream.device)
                              << " is not provided by this device API";

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "base/device.h"
@@ -59,6 +60,14 @@ class Event {
   DeviceAPI* api_ = nullptr;
 };
 
+// Note [DeviceAPI owns the runtime]
+// The vendor runtime (CUDA's cudart) is called from devices/ only: streams, events, copies,
+// memory and capture go through the device type's DeviceAPI, so a registered API (a simulated
+// device in tests, another backend) serves every layer above, and a runtime error is turned into
+// a weft error in one place. The exceptions are the kernels' own work (ops/cuda): kernel launches
+// and the libraries that launch kernels (cuBLAS, cuDNN, with handles from cuda_handles.h), on the
+// stream the engine hands them.
+
 /// Per-device-type access to the vendor runtime. Implementations are stateless singletons and
 /// thread-safe. CPU is always available; CUDA is registered when weft is built with CUDA support.
 class DeviceAPI {
@@ -109,6 +118,15 @@ class DeviceAPI {
   /// must not call the device runtime (CUDA forbids it in host functions) and must be short: it
   /// only hands work on. The CPU calls it at once.
   virtual void launch_host_func(const Stream& stream, void (*fn)(void*), void* arg);
+  /// Allocates `bytes` (> 0) of memory for `device` through the vendor runtime: device memory
+  /// (CUDA: cudaMalloc, 256-byte aligned or better) or, on the CUDA API for kCUDAHost, page-locked
+  /// host memory (cudaHostAlloc, page-aligned). Returns null when the runtime refuses, with its
+  /// reason in `*reason` (the runtime's error state is cleared); allocators turn that into
+  /// OutOfMemory. Throws NotImplemented unless the device type's API provides memory. Memory
+  /// allocators (memory/) call this, never the runtime (Note [DeviceAPI owns the runtime]).
+  virtual void* alloc_data(Device device, size_t bytes, std::string* reason);
+  /// Frees memory alloc_data returned for `device`. Never throws: allocator deleters call it.
+  virtual void free_data(Device device, void* ptr) noexcept {}
   /// Makes `device` the calling thread's current device (CUDA: cudaSetDevice). The CPU: nothing.
   virtual void set_device(Device device) {}
   /// The calling thread's current device ordinal of this type (0 for the CPU).

@@ -1,34 +1,43 @@
-// Pinned host memory (cudaHostAlloc) and CUDA device memory (cudaMalloc) allocators.
-#include <cuda_runtime_api.h>
+// Pinned host memory and CUDA device memory allocators, on the CUDA DeviceAPI (Note [DeviceAPI
+// owns the runtime] in devices/device_api.h).
+#include <cstdint>
+#include <string>
 
 #include "base/error.h"
-#include "devices/cuda_guard.h"
+#include "devices/device_api.h"
 #include "memory/allocator.h"
 
 namespace weft {
 
 namespace {
 
+// Frees through the CUDA API registered now: the one that allocated, unless a test swapped it
+// while the memory was alive (then there is no right owner left to ask).
+void free_cuda_memory(Device device, void* ptr) noexcept {
+  if (DeviceAPI* api = DeviceAPI::try_get(DeviceType::kCUDA)) api->free_data(device, ptr);
+}
+
 class PinnedAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t bytes, size_t alignment) override {
     size_t align = detail::effective_alignment(alignment);
     size_t size = detail::round_up(bytes == 0 ? 1 : bytes, align);
-    void* ptr = nullptr;
-    // cudaHostAlloc returns page-aligned memory, which satisfies every allowed alignment
-    // up to the page size; larger alignments are rejected below.
+    // Pinned memory is page-aligned, which satisfies every allowed alignment up to the page
+    // size; larger alignments are rejected below.
     WEFT_CHECK(align <= 4096) << "pinned allocator: alignment " << align
                               << " exceeds the page size";
-    check_fits_device(bytes, Device{DeviceType::kCUDAHost, 0}, "pinned allocator");
-    cudaError_t status = cudaHostAlloc(&ptr, size, cudaHostAllocPortable);
-    if (status != cudaSuccess) {
-      cudaGetLastError();  // clear the sticky error state of this thread
+    const Device device{DeviceType::kCUDAHost, 0};
+    check_fits_device(bytes, device, "pinned allocator");
+    std::string reason;
+    void* ptr = DeviceAPI::get(DeviceType::kCUDA)->alloc_data(device, size, &reason);
+    if (ptr == nullptr) {
       WEFT_THROW(OutOfMemory) << "pinned allocator: cudaHostAlloc of "
                               << detail::format_bytes(bytes) << " (" << bytes
-                              << " bytes) failed: " << cudaGetErrorString(status);
+                              << " bytes) failed: " << reason;
     }
-    return DataPtr(ptr, size, Device{DeviceType::kCUDAHost, 0}, nullptr,
-                   [](void*, void* p, size_t) noexcept { cudaFreeHost(p); });
+    return DataPtr(ptr, size, device, nullptr, [](void*, void* p, size_t) noexcept {
+      free_cuda_memory(Device{DeviceType::kCUDAHost, 0}, p);
+    });
   }
   Device device() const override { return Device{DeviceType::kCUDAHost, 0}; }
   std::string name() const override { return "cuda_host"; }
@@ -43,21 +52,20 @@ class CudaAllocator final : public Allocator {
     WEFT_CHECK(align <= 256 * 1024) << "cuda allocator: alignment " << align << " is not supported";
     check_fits_device(bytes, Device::cuda(ordinal_), "cuda allocator");
     size_t size = detail::round_up(bytes == 0 ? 1 : bytes, align);
-    CudaDeviceGuard guard(ordinal_);
-    void* ptr = nullptr;
-    cudaError_t status = cudaMalloc(&ptr, size);  // 256-byte aligned or better
-    if (status != cudaSuccess) {
-      cudaGetLastError();
+    std::string reason;
+    // 256-byte aligned or better.
+    void* ptr =
+        DeviceAPI::get(DeviceType::kCUDA)->alloc_data(Device::cuda(ordinal_), size, &reason);
+    if (ptr == nullptr) {
       WEFT_THROW(OutOfMemory) << "cuda allocator: cudaMalloc of " << detail::format_bytes(bytes)
                               << " (" << bytes << " bytes) on cuda:" << ordinal_
-                              << " failed: " << cudaGetErrorString(status);
+                              << " failed: " << reason;
     }
     auto* context = reinterpret_cast<void*>(static_cast<intptr_t>(ordinal_));
-    return DataPtr(ptr, size, Device::cuda(ordinal_), context,
-                   [](void* ctx, void* p, size_t) noexcept {
-                     CudaDeviceGuard g(static_cast<int>(reinterpret_cast<intptr_t>(ctx)));
-                     cudaFree(p);
-                   });
+    return DataPtr(
+        ptr, size, Device::cuda(ordinal_), context, [](void* ctx, void* p, size_t) noexcept {
+          free_cuda_memory(Device::cuda(static_cast<int>(reinterpret_cast<intptr_t>(ctx))), p);
+        });
   }
   Device device() const override { return Device::cuda(ordinal_); }
   std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
