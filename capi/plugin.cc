@@ -1,11 +1,15 @@
-// The C ABI: plugins. A plugin is a shared library exporting `weft_plugin_abi_version` and
+// Plugins: load_plugin for C++ callers (the weft tool, the Python package) and the C ABI's
+// weft_load_plugin over it. A plugin is a shared library exporting `weft_plugin_abi_version` and
 // `weft_plugin_init`; it registers its operators through the function table it is handed, so it
 // need not link weft at all. Plugins are never unloaded: the operators they register live as long
 // as the process (Note [Runtime registration] in ops/op.cc).
+#include "capi/plugin.h"
+
 #include <dlfcn.h>
 
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "capi/c_api_internal.h"
 
@@ -34,19 +38,14 @@ const weft_plugin_api& plugin_api() {
 }  // namespace
 }  // namespace weft::capi
 
-using namespace weft;        // NOLINT(google-build-using-namespace)
-using namespace weft::capi;  // NOLINT(google-build-using-namespace)
+namespace weft {
 
-extern "C" {
-
-int weft_load_plugin(const char* path) {
-  WEFT_C_BEGIN
-  require(path, "path");
+void load_plugin(const std::string& path) {
   // One load at a time; a library already initialised is not initialised again.
   static std::mutex mutex;
   static std::set<void*> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
     WEFT_THROW(ValueError) << "plugin '" << path
@@ -54,7 +53,7 @@ int weft_load_plugin(const char* path) {
   }
   if (loaded.count(lib) != 0) {
     dlclose(lib);  // drops the reference this call added
-    return 0;
+    return;
   }
   const auto* version = static_cast<const uint32_t*>(dlsym(lib, "weft_plugin_abi_version"));
   auto init = reinterpret_cast<weft_plugin_init_fn>(dlsym(lib, "weft_plugin_init"));
@@ -71,14 +70,26 @@ int weft_load_plugin(const char* path) {
                            << "; this weft implements version " << WEFT_C_ABI_VERSION
                            << ": rebuild the plugin against this weft's c_api.h";
   }
-  take_foreign_error();
-  const int rc = init(&plugin_api());
+  capi::take_foreign_error();
+  const int rc = init(&capi::plugin_api());
   loaded.insert(lib);  // kept loaded even on failure: it may have registered some operators
   if (rc != 0) {
-    std::string msg = take_foreign_error();
+    std::string msg = capi::take_foreign_error();
     if (msg.empty()) msg = "returned " + std::to_string(rc) + " without set_error";
     WEFT_THROW(Error) << "plugin '" << path << "': weft_plugin_init failed: " << msg;
   }
+}
+
+}  // namespace weft
+
+using namespace weft;  // NOLINT(google-build-using-namespace)
+
+extern "C" {
+
+int weft_load_plugin(const char* path) {
+  WEFT_C_BEGIN
+  capi::require(path, "path");
+  load_plugin(path);
   WEFT_C_END("weft_load_plugin")
 }
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "capi/plugin.h"
 #include "devices/device_api.h"
-#include "weft/c_api.h"
 
 namespace weft::tools {
 namespace {
@@ -212,8 +212,10 @@ void load_plugins(const std::vector<std::string>& paths) {
     // A file path, as every other path on the command line: dlopen would search the library
     // path for a name without a slash (and not the current directory).
     const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
-    if (weft_load_plugin(file.c_str()) != 0) {
-      WEFT_THROW(ValueError) << "--plugin: " << weft_last_error();
+    try {
+      load_plugin(file);
+    } catch (const std::exception& e) {
+      WEFT_THROW(ValueError) << "--plugin: " << e.what();
     }
   }
 }

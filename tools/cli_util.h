@@ -42,7 +42,7 @@ Device runnable_device(const std::string& flag, const std::string& text);
 /// must outlive the parse). Each occurrence takes one path.
 void add_plugin_option(CLI::App& app, std::vector<std::string>& paths);
 
-/// Loads each plugin library in order with weft_load_plugin (which registers its operators), so
+/// Loads each plugin library in order with load_plugin (which registers its operators), so
 /// that a graph using them can be parsed afterwards. A path without '/' is a file in the current
 /// directory (no library search). Throws ValueError "--plugin: ..." with weft's
 /// message, which names the file and the reason (missing, not a weft plugin, another ABI

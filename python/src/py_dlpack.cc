@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "capi/dlpack.h"
+#include "ndarray/dlpack.h"
 #include "py_common.h"
 
 namespace weft::py {

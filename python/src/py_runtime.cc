@@ -8,10 +8,10 @@
 
 #include "base/build_config.h"
 #include "base/profiler.h"
+#include "capi/plugin.h"
 #include "devices/device_api.h"
 #include "ndarray/runtime.h"
 #include "py_common.h"
-#include "weft/c_api.h"
 
 namespace weft::py {
 
@@ -161,17 +161,18 @@ void init_runtime(nb::module_& m) {
   m.def(
       "load_plugin",
       [](const std::string& path) {
-        int rc = 0;
-        {
-          nb::gil_scoped_release release;
-          rc = weft_load_plugin(path.c_str());
+        nb::gil_scoped_release release;
+        try {
+          load_plugin(path);
+        } catch (const std::exception& e) {
+          // Every failure to load is the caller's path or library: ValueError, as documented.
+          throw ValueError(e.what());
         }
-        if (rc != 0) throw ValueError(weft_last_error());
       },
       nb::arg("path"),
       "Loads a plugin (a shared library exporting weft_plugin_init) and registers its operators; "
       "they appear in weft.op at once. See docs/C_API.md.");
-  m.def("version", []() { return std::string(weft_version()); });
+  m.def("version", []() { return std::string(WEFT_VERSION_STRING); });
 }
 
 }  // namespace weft::py

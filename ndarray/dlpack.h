@@ -1,10 +1,12 @@
-// DLPack exchange for C++ callers (the Python package, embedders): zero-copy both ways, for
-// DLManagedTensor (DLPack 0.6) and DLManagedTensorVersioned (1.x). The C ABI's
+// DLPack exchange of NDArrays for C++ callers (the Python package, the C ABI, embedders): zero-copy
+// both ways, for DLManagedTensor (DLPack 0.6) and DLManagedTensorVersioned (1.x). The C ABI's
 // weft_array_{to,from}_dlpack* wrap these. Semantics in docs/C_API.md, "DLPack".
 #pragma once
 
 #include "ndarray/ndarray.h"
-#include "weft/c_api.h"  // dlpack/dlpack.h, and DLManagedTensorVersioned for DLPack 0.x headers
+// Only for DLPack's types: dlpack/dlpack.h, and DLManagedTensorVersioned where the installed
+// DLPack (0.x) lacks it; the header declares them once for every layer.
+#include "weft/c_api.h"
 
 namespace weft {
 
