@@ -103,6 +103,22 @@ std::string Xavier::describe() const {
   return "Xavier(" + rnd_type_ + ", " + factor_type_ + ", " + number(magnitude_) + ")";
 }
 
+MSRAPrelu::MSRAPrelu(std::string factor_type, double slope)
+    : Xavier("gaussian", std::move(factor_type), 2.0 / (1.0 + slope * slope)), slope_(slope) {}
+std::string MSRAPrelu::describe() const {
+  return "MSRAPrelu(" + factor_type_ + ", " + number(slope_) + ")";
+}
+
+std::vector<float> initial_values(const Initializer& init, const Shape& shape, uint64_t seed,
+                                  std::string_view name) {
+  WEFT_CHECK_AS(ShapeError, shape.known())
+      << "initial_values: parameter '" << name << "' has the unknown shape " << shape;
+  std::vector<float> values(static_cast<size_t>(shape.size()));
+  Rng rng = Rng::for_parameter(seed, name);
+  init.fill(values, shape, rng);
+  return values;
+}
+
 InitializerPtr default_initializer(std::string_view name) {
   for (std::string_view suffix : {"bias", "beta", "moving_mean", "running_mean"}) {
     if (name.ends_with(suffix)) return std::make_shared<Zero>();

@@ -1,5 +1,6 @@
-// Parameter initializers for nn/: each fills a float buffer of a given shape from a seeded
-// generator, so nn::init gives the same parameters for the same seed on every platform.
+// Parameter initializers of nn/ and weft.nn: each fills a float buffer of a given shape from a
+// seeded generator, so the same seed gives the same parameters on every platform and in both
+// languages (Note [One initialiser]).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/shape.h"
 
@@ -107,10 +109,32 @@ class Xavier : public Initializer {
   /// The scale for `shape`.
   double scale(const Shape& shape) const;
 
- private:
+ protected:
   std::string rnd_type_, factor_type_;
   double magnitude_;
 };
+
+/// He's initialization for (P)ReLU networks: Xavier("gaussian", factor_type, 2 / (1 + slope^2)).
+class MSRAPrelu : public Xavier {
+ public:
+  explicit MSRAPrelu(std::string factor_type = "avg", double slope = 0.25);
+  std::string describe() const override;
+
+ private:
+  double slope_;
+};
+
+// Note [One initialiser]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Initial values are defined once, here: parameter `name` under `seed` is `init` filled from
+// Rng::for_parameter(seed, name). nn::init calls initial_values(), and so does weft.nn's
+// Layer.init through the binding (python/src/py_nn.cc), whose initializer classes are these.
+// The same seed therefore gives bit-identical parameters in C++ and Python, and a parameter's
+// values depend on its name and shape only, not on the other layers of the model or their order.
+
+/// The values of parameter `name` under `seed` (shape.size() floats, row-major). Thread-safe.
+std::vector<float> initial_values(const Initializer& init, const Shape& shape, uint64_t seed,
+                                  std::string_view name);
 
 /// The default by parameter name, as MXNet's: names ending in bias, beta, moving_mean or
 /// running_mean get Zero; gamma, moving_var or running_var One; anything else Xavier().

@@ -199,10 +199,9 @@ Parameters init(const Layer& layer, const std::vector<Shape>& input_shapes, uint
     if (input_set.count(name) != 0) return;
     auto it = inits.find(name);
     const InitializerPtr init = it != inits.end() ? it->second : default_initializer(name);
-    std::vector<float> values(static_cast<size_t>(shape.size()));
-    Rng rng = Rng::for_parameter(seed, name);
-    init->fill(values, shape, rng);
-    params.set(name, NDArray::from_vector<float>(shape, values), aux);
+    // Note [One initialiser]: weft.nn's Layer.init draws the same values.
+    params.set(name, NDArray::from_vector<float>(shape, initial_values(*init, shape, seed, name)),
+               aux);
   };
   const std::vector<std::string> args = net.list_arguments();
   for (size_t i = 0; i < args.size(); ++i) make(args[i], inferred.arg_shapes[i], false);

@@ -1,5 +1,5 @@
 // The extension module weft._weft: error translation, conversions, and the init functions of each
-// part (arrays, DLPack, autograd, operators, graphs, runtime, data, dist). The Python package
+// part (arrays, DLPack, autograd, operators, graphs, runtime, data, nn, dist). The Python package
 // `weft` wraps it.
 #include <nanobind/nanobind.h>
 
@@ -73,5 +73,6 @@ NB_MODULE(_weft, m) {
   init_ops(m);
   init_graph(m);
   init_data(m);
+  init_nn(m);
   init_dist(m);
 }

@@ -44,6 +44,8 @@ NDArray to_array(nb::handle value, Device device, const DType* dtype);
 void init_runtime(nb::module_& m);
 /// weft.data's native part: datasets, sources, transforms (py_data.cc).
 void init_data(nb::module_& m);
+/// weft.nn's native part: nn/'s initializers and layers (py_nn.cc).
+void init_nn(nb::module_& m);
 /// weft.dist's native part: the process group and collectives (py_dist.cc).
 void init_dist(nb::module_& m);
 

@@ -1,24 +1,38 @@
-"""Parameter initializers: callables ``init(shape, rng) -> numpy.ndarray`` drawing from a NumPy
-``Generator`` (so ``Layer.init(seed=...)`` is deterministic). Fans follow MXNet's convention:
-fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field."""
+"""Parameter initializers. The built-in ones are nn/'s C++ initializers (``weft._weft.nn``):
+parameter ``name`` under ``seed`` gets the values ``nn::init`` gives it in C++, bit for bit, so
+the same seed gives the same parameters in both languages (Note [One initialiser] in
+nn/init.h). Fans follow MXNet's convention: fan_in = shape[1] * receptive field, fan_out =
+shape[0] * receptive field.
+
+A custom initializer subclasses ``Initializer`` and defines ``sample(shape, rng)`` with a NumPy
+``Generator``, or is any callable ``init(shape, rng)``; its generator is seeded from the seed and
+the parameter's name, so it too is deterministic and independent of the other parameters."""
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
+from .. import _weft
+
 __all__ = ["Initializer", "Zero", "One", "Constant", "Uniform", "Normal", "Xavier", "MSRAPrelu",
-           "create", "default_for"]
+           "create", "default_for", "initial_values"]
 
-
-def _fans(shape):
-    if len(shape) < 2:
-        n = int(shape[0]) if shape else 1
-        return n, n
-    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-    return int(shape[1]) * receptive, int(shape[0]) * receptive
+_native = _weft.nn
 
 
 class Initializer:
-    """Base class: subclasses define ``sample(shape, rng)``."""
+    """Base class. Built-in initializers hold their C++ counterpart in ``_core``; subclasses
+    without one define ``sample(shape, rng)``."""
+
+    _core = None
+
+    def values(self, shape, seed, name):
+        """The float32 values of parameter ``name`` of ``shape`` under ``seed``."""
+        shape = tuple(int(d) for d in shape)
+        if self._core is not None:
+            return self._core.values(shape, int(seed) & (2**64 - 1), name)
+        return self(shape, _numpy_rng(seed, name))
 
     def __call__(self, shape, rng):
         return np.asarray(self.sample(tuple(shape), rng), dtype=np.float32)
@@ -27,8 +41,13 @@ class Initializer:
         raise NotImplementedError
 
     def __repr__(self):
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "_core")
         return f"{type(self).__name__}({fields})"
+
+
+def _numpy_rng(seed, name):
+    # A stream per parameter, as the C++ generator's Rng::for_parameter.
+    return np.random.default_rng([int(seed) & (2**64 - 1), zlib.crc32(name.encode())])
 
 
 class Constant(Initializer):
@@ -36,6 +55,7 @@ class Constant(Initializer):
 
     def __init__(self, value):
         self.value = float(value)
+        self._core = _native.Constant(self.value)
 
     def sample(self, shape, rng):
         return np.full(shape, self.value)
@@ -60,9 +80,7 @@ class Uniform(Initializer):
 
     def __init__(self, scale=0.07):
         self.scale = float(scale)
-
-    def sample(self, shape, rng):
-        return rng.uniform(-self.scale, self.scale, size=shape)
+        self._core = _native.Uniform(self.scale)
 
 
 class Normal(Initializer):
@@ -70,9 +88,7 @@ class Normal(Initializer):
 
     def __init__(self, sigma=0.01):
         self.sigma = float(sigma)
-
-    def sample(self, shape, rng):
-        return rng.normal(0.0, self.sigma, size=shape)
+        self._core = _native.Normal(self.sigma)
 
 
 class Xavier(Initializer):
@@ -81,19 +97,9 @@ class Xavier(Initializer):
     avg, 3) are Glorot's uniform initialization."""
 
     def __init__(self, rnd_type="uniform", factor_type="avg", magnitude=3.0):
-        if rnd_type not in ("uniform", "gaussian"):
-            raise ValueError(f"Xavier: rnd_type '{rnd_type}': expected 'uniform' or 'gaussian'")
-        if factor_type not in ("avg", "in", "out"):
-            raise ValueError(f"Xavier: factor_type '{factor_type}': expected avg, in or out")
+        # The C++ constructor checks rnd_type and factor_type (ValueError).
+        self._core = _native.Xavier(rnd_type, factor_type, float(magnitude))
         self.rnd_type, self.factor_type, self.magnitude = rnd_type, factor_type, float(magnitude)
-
-    def sample(self, shape, rng):
-        fan_in, fan_out = _fans(shape)
-        fan = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}[self.factor_type]
-        scale = np.sqrt(self.magnitude / max(fan, 1))
-        if self.rnd_type == "uniform":
-            return rng.uniform(-scale, scale, size=shape)
-        return rng.normal(0.0, scale, size=shape)
 
 
 class MSRAPrelu(Xavier):
@@ -102,6 +108,7 @@ class MSRAPrelu(Xavier):
 
     def __init__(self, factor_type="avg", slope=0.25):
         super().__init__("gaussian", factor_type, 2.0 / (1 + slope**2))
+        self._core = _native.MSRAPrelu(factor_type, float(slope))
 
 
 _NAMED = {"zeros": Zero, "zero": Zero, "ones": One, "one": One, "xavier": Xavier,
@@ -129,3 +136,11 @@ def default_for(name):
         if name.endswith(suffix):
             return init()
     return Xavier()
+
+
+def initial_values(init, shape, seed, name):
+    """The values of parameter ``name`` under ``seed`` from ``init`` (an ``Initializer`` or a
+    callable ``init(shape, rng)``), as a float32 NumPy array."""
+    if isinstance(init, Initializer):
+        return init.values(shape, seed, name)
+    return np.asarray(init(tuple(shape), _numpy_rng(seed, name)), dtype=np.float32)

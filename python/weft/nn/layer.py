@@ -165,7 +165,6 @@ class Layer:
         concrete = {n: tuple(1 if not d else int(d) for d in s) for n, s in zip(names, shapes)}
         arg_shapes, _, aux_shapes = net.infer_shape(**concrete)
         inits = self._collect_inits()
-        rng = np.random.default_rng(seed)
         params = Parameters(aux_names=net.list_auxiliary_states())
         entries = list(zip(net.list_arguments(), arg_shapes))
         entries += list(zip(net.list_auxiliary_states(), aux_shapes))
@@ -173,7 +172,8 @@ class Layer:
             if name in concrete:
                 continue
             init = inits.get(name) or _init.default_for(name)
-            value = init(tuple(shape), rng)
+            # Note [One initialiser] (nn/init.h): the values nn::init gives in C++.
+            value = _init.initial_values(init, shape, seed, name)
             params[name] = _weft_array(value, dtype, device)
         return params
 
