@@ -35,15 +35,7 @@ void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorVi
 
 void transpose_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                        std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const TensorView& x = in[0];
-  const TensorView& y = out[0];
-  const std::vector<int> perm = transpose_perm(attrs, attrs.params<TransposeParam>().axes, x.ndim);
-  const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
-  std::vector<int64_t> src(x.ndim);
-  for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
-  shape_ops_strided_copy(y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
-                         accumulates(req[0]), ctx.num_threads);
+  cpu_moves(ctx).transpose_forward(attrs, in[0], out[0], req[0]);
 }
 
 }  // namespace

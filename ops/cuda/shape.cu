@@ -15,8 +15,6 @@ namespace weft::cuda {
 
 namespace {
 
-using detail::TransposeParam;
-
 // ---- the strided copy -----------------------------------------------------------------------
 
 /// An index space with a stride per dim on each side, after merging.
@@ -185,8 +183,6 @@ void copy_whole(const OpContext& ctx, const TensorView& in, OpReq req, const Ten
 
 namespace {
 
-using detail::compact_strides;
-
 // The reshape-like ops and their backward ops: (data | out_grad, data) -> same bytes.
 void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -195,16 +191,7 @@ void copy_forward(const OpAttrs&, const OpContext& ctx, std::span<const TensorVi
 
 void transpose_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,
                        std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const TensorView& x = in[0];
-  const TensorView& y = out[0];
-  const std::vector<int> perm =
-      detail::transpose_perm(attrs, attrs.params<TransposeParam>().axes, x.ndim);
-  const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
-  std::vector<int64_t> src(static_cast<size_t>(x.ndim));
-  for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
-  strided_copy(ctx, y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
-               req[0] == OpReq::kAdd);
+  cuda_moves(ctx).transpose_forward(attrs, in[0], out[0], req[0]);
 }
 
 void concat_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const TensorView> in,

@@ -6,6 +6,7 @@
 #include "ops/cuda/reduce_common.cuh"
 #include "ops/cuda/register.h"
 #include "ops/defs/softmax_params.h"
+#include "ops/infer_util.h"
 
 namespace weft::cuda {
 
@@ -194,8 +195,6 @@ Rows rows_at(const TensorView& v, int axis) {
   return s;
 }
 
-int norm_axis(int64_t axis, int ndim) { return static_cast<int>(axis < 0 ? axis + ndim : axis); }
-
 void softmax_any(const OpContext& ctx, const char* what, int axis, double temp, bool log,
                  const int64_t* lengths, const TensorView& x, OpReq req, const TensorView& y) {
   if (req == OpReq::kNull || x.size() == 0) return;
@@ -259,8 +258,8 @@ void softmax_forward(const OpAttrs& attrs, const OpContext& ctx, std::span<const
   const auto& p = attrs.params<SoftmaxParam>();
   if (in[0].ndim == 0) return scalar_fill(ctx, out[0], req[0], kLog ? 0.0 : 1.0);
   const Lengths len(ctx, p.has_length() ? &in[1] : nullptr);
-  softmax_any(ctx, attrs.where().c_str(), norm_axis(p.axis, in[0].ndim), p.temp(), kLog, len.ptr,
-              in[0], req[0], out[0]);
+  softmax_any(ctx, attrs.where().c_str(), normalize_axis(attrs, p.axis, in[0].ndim), p.temp(), kLog,
+              len.ptr, in[0], req[0], out[0]);
 }
 
 template <bool kLog>
@@ -270,8 +269,8 @@ void softmax_backward(const OpAttrs& attrs, const OpContext& ctx, std::span<cons
   if (req[0] == OpReq::kNull) return;
   if (in[2].ndim == 0) return scalar_fill(ctx, out[0], req[0], 0.0);
   const Lengths len(ctx, p.has_length() ? &in[3] : nullptr);
-  softmax_backward_any(ctx, attrs.where().c_str(), norm_axis(p.axis, in[2].ndim), p.temp(), kLog,
-                       len.ptr, in[0], in[2], req[0], out[0]);
+  softmax_backward_any(ctx, attrs.where().c_str(), normalize_axis(attrs, p.axis, in[2].ndim),
+                       p.temp(), kLog, len.ptr, in[0], in[2], req[0], out[0]);
 }
 
 int act_axis(const OpAttrs& attrs, int ndim) {

@@ -1,6 +1,6 @@
-// The shape and indexing ops that move blocks of elements (Concat, stack, SliceChannel, the legacy
-// Crop, slice, slice_axis, broadcast_to, tile), written once for both devices over a device's
-// strided copy: the CPU's (ops/cpu/shape_ops_concat.cc, indexing_ops.cc) and the CUDA one
+// The shape and indexing ops that move blocks of elements (transpose, Concat, stack, SliceChannel,
+// the legacy Crop, slice, slice_axis, broadcast_to, tile), written once for both devices over a
+// device's strided copy: the CPU's (ops/cpu/shape_ops_concat.cc, indexing_ops.cc) and the CUDA one
 // (ops/cuda/shape.cu, indexing_ops.cu). Also the stride helpers those kernels share.
 #pragma once
 
@@ -82,6 +82,19 @@ class BlockMoves {
     } else {
       copier_.copy(part.raw(), ps, w, ws, shape, 2, whole.dtype(), add);
     }
+  }
+
+  /// y = x with its axes permuted by TransposeParam's axes (reversed when empty).
+  void transpose_forward(const OpAttrs& attrs, const TensorView& x, const TensorView& y,
+                         OpReq req) const {
+    if (req == OpReq::kNull) return;
+    const std::vector<int> perm =
+        transpose_perm(attrs, attrs.params<TransposeParam>().axes, x.ndim);
+    const std::vector<int64_t> xs = compact_strides(x), ys = compact_strides(y);
+    std::vector<int64_t> src(static_cast<size_t>(x.ndim));
+    for (int i = 0; i < x.ndim; ++i) src[i] = xs[perm[i]];
+    copier_.copy(y.raw(), ys.data(), x.raw(), src.data(), y.shape, y.ndim, y.dtype(),
+                 req == OpReq::kAdd);
   }
 
   void concat_forward(const OpAttrs& attrs, std::span<const TensorView> in,

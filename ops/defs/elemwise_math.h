@@ -20,36 +20,24 @@ namespace weft::detail {
 // standard library on the host and CUDA's overloads on the device.
 
 namespace elemwise_math {
-// The host calls std::f, the device CUDA's overloads of ::f.
+// f(x) (f(a, b) for pow): std::f on the host, CUDA's overload of ::f on the device.
 #ifdef __CUDA_ARCH__
 #define WEFT_MATH_NS_
 #else
 #define WEFT_MATH_NS_ std
 #endif
-template <typename T>
-WEFT_HOST_DEVICE inline T exp(T x) {
-  return WEFT_MATH_NS_::exp(x);
-}
-template <typename T>
-WEFT_HOST_DEVICE inline T log(T x) {
-  return WEFT_MATH_NS_::log(x);
-}
-template <typename T>
-WEFT_HOST_DEVICE inline T tanh(T x) {
-  return WEFT_MATH_NS_::tanh(x);
-}
-template <typename T>
-WEFT_HOST_DEVICE inline T sqrt(T x) {
-  return WEFT_MATH_NS_::sqrt(x);
-}
-template <typename T>
-WEFT_HOST_DEVICE inline T sin(T x) {
-  return WEFT_MATH_NS_::sin(x);
-}
-template <typename T>
-WEFT_HOST_DEVICE inline T cos(T x) {
-  return WEFT_MATH_NS_::cos(x);
-}
+#define WEFT_MATH_FN_(f)             \
+  template <typename T>              \
+  WEFT_HOST_DEVICE inline T f(T x) { \
+    return WEFT_MATH_NS_::f(x);      \
+  }
+WEFT_MATH_FN_(exp)
+WEFT_MATH_FN_(log)
+WEFT_MATH_FN_(tanh)
+WEFT_MATH_FN_(sqrt)
+WEFT_MATH_FN_(sin)
+WEFT_MATH_FN_(cos)
+#undef WEFT_MATH_FN_
 template <typename T>
 WEFT_HOST_DEVICE inline T pow(T a, T b) {
   return WEFT_MATH_NS_::pow(a, b);
