@@ -75,6 +75,14 @@ void init_initializers(nb::module_& m) {
   nb::class_<nn::MSRAPrelu, nn::Xavier>(m, "MSRAPrelu")
       .def(nb::init<std::string, double>(), nb::arg("factor_type") = "avg",
            nb::arg("slope") = 0.25);
+  m.def(
+      "default_initializer",
+      [](const std::string& name) {
+        return std::const_pointer_cast<nn::Initializer>(nn::default_initializer(name));
+      },
+      nb::arg("name"),
+      "The initializer of a parameter without one, by name (MXNet's rule: biases, betas and "
+      "moving means Zero; gammas and moving variances One; others Xavier).");
 }
 
 void init_layers(nb::module_& m) {

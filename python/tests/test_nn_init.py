@@ -130,3 +130,13 @@ def test_native_initializers_check_their_arguments():
     with pytest.raises(ValueError, match="factor_type"):
         nn.init.MSRAPrelu(factor_type="sideways")
     assert "Xavier" in repr(nn.init.Xavier()) and "_core" not in repr(nn.init.Xavier())
+
+
+def test_defaults_by_name_are_the_cpp_rule():
+    for name, value in (("dense0_bias", 0.0), ("batchnorm0_beta", 0.0), ("x_moving_mean", 0.0),
+                        ("batchnorm0_gamma", 1.0), ("x_running_var", 1.0)):
+        np.testing.assert_array_equal(nn.init.default_for(name).values((3,), 1, name),
+                                      np.full(3, value, np.float32), err_msg=name)
+    w = nn.init.default_for("dense0_weight").values((3, 4), 0, "dense0_weight")
+    np.testing.assert_array_equal(w, reference_uniform(0, "dense0_weight", 12,
+                                                       math.sqrt(3 / 3.5)).reshape(3, 4))

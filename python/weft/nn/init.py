@@ -127,15 +127,20 @@ def create(spec):
                      f"{', '.join(sorted(_NAMED))}")
 
 
+class _Native(Initializer):
+    """A C++ initializer that has no class here (the defaults by name)."""
+
+    def __init__(self, core):
+        self._core = core
+
+    def __repr__(self):
+        return self._core.describe()
+
+
 def default_for(name):
     """The default by parameter name, as MXNet's: biases, betas and moving means zero; gammas and
-    moving variances one; everything else Xavier uniform."""
-    for suffix, init in (("bias", Zero), ("beta", Zero), ("moving_mean", Zero),
-                         ("running_mean", Zero), ("gamma", One), ("moving_var", One),
-                         ("running_var", One)):
-        if name.endswith(suffix):
-            return init()
-    return Xavier()
+    moving variances one; everything else Xavier uniform. The rule is nn::default_initializer's."""
+    return _Native(_native.default_initializer(name))
 
 
 def initial_values(init, shape, seed, name):
