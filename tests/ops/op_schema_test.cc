@@ -72,7 +72,8 @@ TEST(OpSchema, OutputCountsNameTheParametersTheyDependOn) {
 }
 
 TEST(OpSchema, EnumerationsListTheirChoices) {
-  const OpSchemaParam& p = param(op_schema(get_op("Pooling")), "pool_type");
+  const OpSchema s = op_schema(get_op("Pooling"));
+  const OpSchemaParam& p = param(s, "pool_type");
   EXPECT_TRUE(contains(p.choices, "max"));
   EXPECT_TRUE(contains(p.choices, "avg"));
   EXPECT_EQ(std::get<std::string>(p.default_value), "max");
