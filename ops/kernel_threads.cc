@@ -1,6 +1,8 @@
 // The kernel-thread bookkeeping, forwarded to oneDNN's primitive cache when it is built in.
 #include "ops/kernel_threads.h"
 
+#include "base/build_config.h"
+
 #if WEFT_USE_ONEDNN
 #include "ops/cpu/dnnl_util.h"
 #endif
