@@ -210,6 +210,13 @@ const OpRegistry& OpRegistry::global() {
   return *registry;
 }
 
+std::unique_ptr<OpRegistry> OpRegistry::make_frozen(const std::function<void(OpRegistry&)>& fill) {
+  std::unique_ptr<OpRegistry> r(new OpRegistry());
+  fill(*r);
+  r->freeze();
+  return r;
+}
+
 void OpRegistry::check_mutable() const {
   WEFT_CHECK_AS(Error, !frozen_)
       << "the operator registry is frozen; register ops before first use";

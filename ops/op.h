@@ -489,6 +489,11 @@ class OpRegistry {
   static const Op& register_runtime(const std::string& name,
                                     const std::function<void(Op&)>& define);
 
+  /// A private registry filled by `fill` and frozen as global() freezes the built-in one, for
+  /// checking the registration rules (Note [Definitions and kernels]). Throws what fill or
+  /// freeze() throws.
+  static std::unique_ptr<OpRegistry> make_frozen(const std::function<void(OpRegistry&)>& fill);
+
   /// Looks up an op by name or alias; null when absent.
   const Op* find(std::string_view name) const;
   /// Looks up an op; throws ValueError "unknown operator 'x'" (with close names) when absent.

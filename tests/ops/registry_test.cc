@@ -1,6 +1,10 @@
 // Registry behaviour: lookup, aliases, freezing, and parameter parsing errors.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <span>
+#include <string>
+
 #include "ops/op.h"
 
 namespace weft {
@@ -65,6 +69,60 @@ TEST(Registry, IsFrozenAndRejectsUnknownOps) {
   EXPECT_EQ(r.find("no_such_op"), nullptr);
   EXPECT_THROW(r.get("no_such_op"), ValueError);
   EXPECT_THROW(const_cast<OpRegistry&>(r).define_op("late_op"), Error);
+}
+
+// Note [Definitions and kernels]: a kernel whose op nobody defined (a misspelt name in a kernel
+// file) and a definition no device gave a kernel are both refused at freeze, each named with the
+// registration function that made it.
+void noop_kernel(const OpAttrs&, const OpContext&, std::span<const TensorView>,
+                 std::span<const OpReq>, std::span<const TensorView>) {}
+
+std::string freeze_error(const std::function<void(OpRegistry&)>& fill) {
+  try {
+    OpRegistry::make_frozen(fill);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RegistryFreeze, AKernelWithoutADefinitionIsRefusedNamingOpAndRegistrar) {
+  const std::string what = freeze_error([](OpRegistry& r) {
+    r.set_registrar("defs test_defs");
+    r.define_op("scale").set_num_inputs(1);
+    r.set_registrar("cpu test_kernels");
+    r.kernels("scale").set_attr<FCompute>(DeviceType::kCPU, noop_kernel);
+    r.kernels("sclae").set_attr<FCompute>(DeviceType::kCPU, noop_kernel);  // the typo
+  });
+  EXPECT_NE(what.find("op 'sclae' has kernels (from cpu test_kernels) but no definition"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("'scale'"), std::string::npos) << what;
+}
+
+TEST(RegistryFreeze, ADefinitionWithoutAnyKernelIsRefusedNamingOpAndRegistrar) {
+  const std::string what = freeze_error([](OpRegistry& r) {
+    r.set_registrar("defs test_defs");
+    r.define_op("orphan").set_num_inputs(1);
+  });
+  EXPECT_NE(what.find("op 'orphan' (defined by defs test_defs) has no kernel on any device"),
+            std::string::npos)
+      << what;
+}
+
+TEST(RegistryFreeze, ACompleteTableFreezesAndDefiningTwiceIsRefused) {
+  auto r = OpRegistry::make_frozen([](OpRegistry& r) {
+    r.define_op("scale").set_num_inputs(1);
+    r.kernels("scale").set_attr<FCompute>(DeviceType::kCUDA, noop_kernel);
+  });
+  ASSERT_NE(r->find("scale"), nullptr);
+  EXPECT_TRUE(r->find("scale")->has_kernel(DeviceType::kCUDA));
+  EXPECT_FALSE(r->find("scale")->has_kernel(DeviceType::kCPU));
+  EXPECT_NE(freeze_error([](OpRegistry& r) {
+              r.define_op("twice");
+              r.define_op("twice");
+            }).find("op 'twice' is defined twice"),
+            std::string::npos);
 }
 
 }  // namespace
